@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what building and testing netvm needs, only where it is missing.
+# --peers also installs the comparison peers (UCX, Open MPI with OpenSHMEM).
+set -euo pipefail
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have cc    || need+=(gcc)
+have cmake || need+=(cmake)
+have ninja || need+=(ninja-build)
+have python3 || need+=(python3)
+if [ "${1:-}" = "--peers" ]; then
+  have ucx_perftest || need+=(ucx-utils)
+  have oshcc        || need+=(openmpi-bin libopenmpi-dev)
+fi
+[ ${#need[@]} -eq 0 ] && exit 0
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "installing: ${need[*]}"
+$SUDO apt-get update -q >/dev/null
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null

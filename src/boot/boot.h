@@ -1,0 +1,39 @@
+/* Bootstrap: how the processes of a job learn their rank and size and find
+ * each other. A process started by `netvm run` reads NETVM_RANK, NETVM_SIZE,
+ * NETVM_JOB_ID, NETVM_SECRET and NETVM_BOOT (the launcher's bootstrap
+ * address, "unix:PATH" today; "tcp:HOST:PORT" is reserved for jobs that span
+ * hosts, where each host's launcher meets the others at a rendezvous). A
+ * process started without a launcher is a job of one (rank 0, size 1).
+ *
+ * The collectives are the PMI shape: allgather of fixed-size "business cards"
+ * and a barrier. They never hang on a dead rank: the launcher sees the rank's
+ * connection close and fails the collective for everyone with
+ * NETVM_ERR_PEER. */
+#ifndef NV_BOOT_BOOT_H
+#define NV_BOOT_BOOT_H
+
+#include <netvm/netvm.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nv_boot nv_boot_t;
+
+#define NV_BOOT_SECRET_LEN 32   /* bytes; NETVM_SECRET carries them as 64 hex digits */
+
+/* addr NULL: take NETVM_BOOT from the environment (unset: singleton).
+ * timeout_ms bounds every wait on the launcher. */
+netvm_status_t nv_boot_open(nv_boot_t **boot, const char *addr, int timeout_ms);
+void           nv_boot_close(nv_boot_t *boot);
+
+int            nv_boot_rank(const nv_boot_t *boot);
+int            nv_boot_size(const nv_boot_t *boot);
+const char    *nv_boot_job_id(const nv_boot_t *boot);
+/* The per-job secret (NV_BOOT_SECRET_LEN bytes); a singleton generates one. */
+const uint8_t *nv_boot_secret(const nv_boot_t *boot);
+
+/* Every rank contributes len bytes; all receives size*len bytes, rank r's
+ * at all + r*len. Collective. */
+netvm_status_t nv_boot_allgather(nv_boot_t *boot, const void *mine, size_t len, void *all);
+netvm_status_t nv_boot_barrier(nv_boot_t *boot);
+
+#endif

@@ -1,0 +1,55 @@
+#include "util/config.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+const struct nv_config_var nv_config_vars[] = {
+    { "NETVM_LOG",            "warn",  "log level: error, warn, info or debug" },
+    { "NETVM_TIMEOUT",        "10000", "ms an operation waits for an unresponsive peer before NETVM_ERR_TIMEOUT" },
+    { "NETVM_SPIN_US",        "20",    "us a waiting thread spins before it sleeps" },
+    { "NETVM_MAX_SEGMENTS",   "16384", "segments one process can export at once" },
+    { "NETVM_SHM_MAPPED",     "1",     "1: access peers' shared segments by direct loads/stores; 0: always use process_vm_readv/writev" },
+    { "NETVM_PROGRESS_THREAD","1",     "1: a progress thread serves peers while the application computes; 0: only inside netvm calls" },
+    { "NETVM_RANK",           NULL,    "set by the launcher: this process's rank" },
+    { "NETVM_SIZE",           NULL,    "set by the launcher: number of processes in the job" },
+    { "NETVM_JOB_ID",         NULL,    "set by the launcher: identifies the job" },
+    { "NETVM_BOOT",           NULL,    "set by the launcher: bootstrap address (unix:PATH); unset: a job of one" },
+    { "NETVM_SECRET",         NULL,    "set by the launcher: per-job secret authenticating peers (never printed)" },
+};
+const size_t nv_config_nvars = sizeof nv_config_vars / sizeof nv_config_vars[0];
+
+const char *nv_config_str(const char *name)
+{
+    const char *v = getenv(name);
+    if (v && *v)
+        return v;
+    for (size_t i = 0; i < nv_config_nvars; i++)
+        if (strcmp(nv_config_vars[i].name, name) == 0)
+            return nv_config_vars[i].def;
+    return NULL;
+}
+
+long nv_config_long(const char *name, long lo, long hi)
+{
+    const char *v = nv_config_str(name);
+    const char *def = NULL;
+    for (size_t i = 0; i < nv_config_nvars; i++)
+        if (strcmp(nv_config_vars[i].name, name) == 0)
+            def = nv_config_vars[i].def;
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || errno || *end) {
+        if (v)
+            nv_warn("%s=%s is not an integer; using %s", name, v, def ? def : "0");
+        x = def ? strtol(def, NULL, 10) : 0;
+    }
+    if (x < lo || x > hi) {
+        long c = x < lo ? lo : hi;
+        nv_warn("%s=%ld is outside [%ld, %ld]; using %ld", name, x, lo, hi, c);
+        x = c;
+    }
+    return x;
+}

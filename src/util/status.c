@@ -1,0 +1,29 @@
+/* netvm_strerror: one sentence per status, for users reading an error. */
+#include <netvm/netvm.h>
+
+static const char *const messages[NETVM_STATUS_COUNT] = {
+    [NETVM_OK]              = "success",
+    [NETVM_ERR_INVAL]       = "invalid argument",
+    [NETVM_ERR_KEY]         = "segment key does not match (forged or stale handle)",
+    [NETVM_ERR_BOUNDS]      = "range outside the segment's bounds",
+    [NETVM_ERR_RIGHTS]      = "segment lacks the right this operation needs",
+    [NETVM_ERR_REVOKED]     = "segment was unexported or its owner finalized",
+    [NETVM_ERR_PEER]        = "peer process died or left the job",
+    [NETVM_ERR_TIMEOUT]     = "peer did not answer within NETVM_TIMEOUT",
+    [NETVM_ERR_NOMEM]       = "out of memory or a fixed table is full",
+    [NETVM_ERR_RANK]        = "no such rank in this job",
+    [NETVM_ERR_NOTFOUND]    = "no segment of that name at that rank",
+    [NETVM_ERR_EXISTS]      = "a segment of that name is already exported",
+    [NETVM_ERR_FAULT]       = "exported range is no longer mapped in the target",
+    [NETVM_ERR_BOOT]        = "bootstrap failed (launcher or rendezvous unreachable)",
+    [NETVM_ERR_SYS]         = "unexpected system call failure (see the log)",
+    [NETVM_ERR_UNSUPPORTED] = "no link between these ranks supports this",
+    [NETVM_ERR_STATE]       = "wrong state for this call",
+};
+
+const char *netvm_strerror(netvm_status_t status)
+{
+    if ((unsigned)status >= NETVM_STATUS_COUNT || !messages[status])
+        return "unknown netvm status";
+    return messages[status];
+}

@@ -1,0 +1,9 @@
+/* The subcommands of the netvm tool; each returns the process exit status. */
+#ifndef NV_TOOLS_COMMANDS_H
+#define NV_TOOLS_COMMANDS_H
+
+int nv_cmd_run(int argc, char **argv);    /* run.c:   the launcher */
+int nv_cmd_info(int argc, char **argv);   /* info.c:  version, links, configuration */
+int nv_cmd_bench(int argc, char **argv);  /* bench.c: latency, bandwidth, atomics */
+
+#endif
