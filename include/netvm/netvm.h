@@ -114,6 +114,11 @@ int            netvm_size(const netvm_ctx_t *ctx);
  * if a rank of the job died. */
 netvm_status_t netvm_barrier(netvm_ctx_t *ctx);
 const char    *netvm_strerror(netvm_status_t status);
+/* Serve peers' requests and complete this process's own once, without
+ * blocking; returns how many events were handled. Never required (the
+ * progress thread does it), but lets a process that polls anyway serve
+ * requests sooner. */
+int            netvm_progress(netvm_ctx_t *ctx);
 
 /* --- segments -------------------------------------------------------- */
 

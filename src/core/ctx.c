@@ -1,0 +1,144 @@
+/* The context: a process's attachment to the job. init finds the peers
+ * through the bootstrap, opens the links and starts progress; finalize
+ * undoes it all, revoking every segment. */
+#define _GNU_SOURCE
+#include "core/internal.h"
+#include "link/shm/shm.h"
+#include "util/config.h"
+#include "util/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void load_settings(netvm_ctx_t *ctx, const netvm_config_t *cfg, struct nv_shm_params *sp,
+                          int *timeout_ms)
+{
+    *timeout_ms = cfg && cfg->timeout_ms > 0 ? cfg->timeout_ms
+                                            : (int)nv_config_long("NETVM_TIMEOUT", 1, 86400000);
+    ctx->timeout_ns = (uint64_t)*timeout_ms * 1000000ull;
+    ctx->spin_ns = (uint64_t)nv_config_long("NETVM_SPIN_US", 0, 10000000) * 1000ull;
+    ctx->have_thread = cfg && cfg->no_progress_thread ? 0 : (int)nv_config_long("NETVM_PROGRESS_THREAD", 0, 1);
+    sp->max_segments = (uint32_t)nv_config_long("NETVM_MAX_SEGMENTS", 1, 1 << 20);
+    sp->use_mapping = (int)nv_config_long("NETVM_SHM_MAPPED", 0, 1);
+    sp->timeout_ms = *timeout_ms;
+}
+
+static netvm_status_t connect_links(netvm_ctx_t *ctx, const struct nv_shm_params *sp)
+{
+    struct nv_link_upcalls up = { .arg = ctx, .am = nv_am_upcall, .peer_down = nv_peer_down_upcall };
+    struct nv_shm_card mine, *all = calloc((size_t)ctx->size, sizeof *all);
+    if (!all)
+        return NETVM_ERR_NOMEM;
+    netvm_status_t st = nv_shm_link_open(&ctx->shm, ctx->rank, ctx->size, sp, &up, &mine);
+    if (st == NETVM_OK)
+        st = nv_boot_allgather(ctx->boot, &mine, sizeof mine, all);
+    if (st == NETVM_OK)
+        st = nv_shm_link_connect(ctx->shm, all);
+    free(all);
+    if (st != NETVM_OK)
+        return st;
+    /* every peer is on this machine today; the tcp link will be chosen here
+     * for the others */
+    for (int r = 0; r < ctx->size; r++)
+        ctx->peers[r].link = ctx->shm;
+    /* the ring of a peer holds every request and reply in flight to it:
+     * bounding each initiator's requests per peer keeps it from filling */
+    ctx->credits = 4096u / (2u * (unsigned)ctx->size);
+    if (ctx->credits > 256)
+        ctx->credits = 256;
+    if (ctx->credits < 1)
+        ctx->credits = 1;
+    return NETVM_OK;
+}
+
+netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
+{
+    if (!out)
+        return NETVM_ERR_INVAL;
+    *out = NULL;
+    nv_log_init_from_env();
+    netvm_ctx_t *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return NETVM_ERR_NOMEM;
+    ctx->epfd = ctx->stopfd = -1;
+    struct nv_shm_params sp;
+    int timeout_ms;
+    load_settings(ctx, cfg, &sp, &timeout_ms);
+
+    netvm_status_t st = nv_boot_open(&ctx->boot, cfg ? cfg->boot : NULL, timeout_ms);
+    if (st != NETVM_OK) {
+        free(ctx);
+        return st;
+    }
+    ctx->rank = nv_boot_rank(ctx->boot);
+    ctx->size = nv_boot_size(ctx->boot);
+    nv_log_set_rank(ctx->rank);
+    ctx->peers = calloc((size_t)ctx->size, sizeof *ctx->peers);
+    if (!ctx->peers)
+        st = NETVM_ERR_NOMEM;
+    if (st == NETVM_OK)
+        st = nv_atu_init(&ctx->atu, sp.max_segments);
+    if (st == NETVM_OK)
+        st = nv_req_pool_init(ctx, 4096);
+    if (st == NETVM_OK)
+        st = connect_links(ctx, &sp);
+    if (st == NETVM_OK)
+        st = nv_progress_start(ctx);
+    /* nobody may touch a peer before every peer can be touched */
+    if (st == NETVM_OK)
+        st = nv_boot_barrier(ctx->boot);
+    if (st != NETVM_OK) {
+        nv_error("netvm_init failed: %s", netvm_strerror(st));
+        nv_progress_stop(ctx);
+        if (ctx->shm)
+            ctx->shm->ops->destroy(ctx->shm);
+        nv_req_pool_fini(ctx);
+        nv_atu_fini(&ctx->atu);
+        nv_boot_close(ctx->boot);
+        free(ctx->peers);
+        free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return NETVM_OK;
+}
+
+netvm_status_t netvm_finalize(netvm_ctx_t *ctx)
+{
+    if (!ctx)
+        return NETVM_ERR_INVAL;
+    nv_progress_wait_idle(ctx, -1);
+    /* a dead rank must not keep the survivors from finishing */
+    netvm_status_t st = nv_boot_barrier(ctx->boot);
+    if (st != NETVM_OK && st != NETVM_ERR_PEER)
+        nv_warn("finalize: barrier failed: %s", netvm_strerror(st));
+    while (ctx->rsegs)
+        netvm_release(ctx->rsegs);
+    while (ctx->segs)
+        netvm_unexport(ctx->segs);
+    nv_progress_stop(ctx);
+    ctx->shm->ops->destroy(ctx->shm);
+    nv_req_pool_fini(ctx);
+    nv_atu_fini(&ctx->atu);
+    nv_boot_close(ctx->boot);
+    free(ctx->peers);
+    free(ctx);
+    return NETVM_OK;
+}
+
+int netvm_rank(const netvm_ctx_t *ctx) { return ctx ? ctx->rank : -1; }
+int netvm_size(const netvm_ctx_t *ctx) { return ctx ? ctx->size : -1; }
+
+netvm_status_t netvm_barrier(netvm_ctx_t *ctx)
+{
+    if (!ctx)
+        return NETVM_ERR_INVAL;
+    return nv_boot_barrier(ctx->boot);
+}
+
+int netvm_progress(netvm_ctx_t *ctx)
+{
+    if (!ctx)
+        return 0;
+    return ctx->shm->ops->poll(ctx->shm);
+}

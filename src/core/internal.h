@@ -1,0 +1,105 @@
+/* Core's private view of the public handles. */
+#ifndef NV_CORE_INTERNAL_H
+#define NV_CORE_INTERNAL_H
+
+#include <netvm/netvm.h>
+#include "boot/boot.h"
+#include "core/atu.h"
+#include "link/link.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+struct netvm_seg {
+    netvm_ctx_t *ctx;
+    uint32_t     slot;
+    uint64_t     key;
+    void        *addr;
+    size_t       len;
+    unsigned     rights;
+    int          memfd;       /* netvm_alloc_shared: the backing memfd, else -1 */
+    size_t       map_len;     /* netvm_alloc_shared: our mapping's length */
+    int          name_set;
+    char         name[64];
+    struct netvm_seg *next, *prev;
+};
+
+struct netvm_rseg {
+    netvm_ctx_t     *ctx;
+    struct nv_link  *link;
+    struct nv_rdesc  d;
+    struct netvm_rseg *next, *prev;
+};
+
+enum { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_DONE };
+
+struct netvm_req {
+    _Atomic uint32_t state;    /* NV_REQ_*; also the futex word a sleeping waiter waits on */
+    _Atomic uint32_t waiting;  /* a thread sleeps on state */
+    uint16_t         gen;      /* matches replies to this use of the slot */
+    uint16_t         index;
+    int              rank;
+    netvm_status_t   status;
+    uint64_t        *result;
+    uint64_t         issued_ns;
+    netvm_ctx_t     *ctx;
+    uint32_t         next_free;
+};
+
+struct nv_peer {
+    struct nv_link  *link;
+    _Atomic unsigned outstanding;   /* requests awaiting a reply */
+    _Atomic int      dead;
+};
+
+struct netvm_ctx {
+    int              rank, size;
+    nv_boot_t       *boot;
+    struct nv_link  *shm;
+    struct nv_peer  *peers;
+    struct nv_atu    atu;
+
+    struct netvm_seg  *segs;     /* exported, for finalize */
+    struct netvm_rseg *rsegs;    /* imported, for finalize */
+
+    /* requests executed by targets (atomics the link cannot do itself) */
+    struct netvm_req *reqs;
+    uint32_t          nreqs;
+    uint32_t          free_req;  /* head of the free list; nreqs: empty */
+    unsigned          credits;   /* outstanding requests allowed per peer */
+
+    /* progress */
+    int              have_thread;
+    pthread_t        thread;
+    int              epfd;
+    int              stopfd;
+    char             stop_token;
+
+    uint64_t         timeout_ns;
+    uint64_t         spin_ns;
+};
+
+/* progress.c */
+void           nv_am_upcall(void *arg, int src_rank, const uint8_t *msg, size_t len);
+void           nv_peer_down_upcall(void *arg, int rank);
+netvm_status_t nv_progress_start(netvm_ctx_t *ctx);
+void           nv_progress_stop(netvm_ctx_t *ctx);
+/* Drive progress until req completes (or fails); returns its status. */
+netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *req);
+/* Drive progress until rank (rank < 0: all) has no outstanding requests. */
+netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, int rank);
+
+/* req.c */
+netvm_status_t     nv_req_pool_init(netvm_ctx_t *ctx, uint32_t n);
+void               nv_req_pool_fini(netvm_ctx_t *ctx);
+struct netvm_req  *nv_req_alloc(netvm_ctx_t *ctx, int rank);
+void               nv_req_free(struct netvm_req *req);
+/* Complete a pending request exactly once (from any thread); 0 if it was not pending. */
+int                nv_req_complete(struct netvm_req *req, netvm_status_t st, uint64_t result);
+struct netvm_req  *nv_req_lookup(netvm_ctx_t *ctx, uint32_t id);
+static inline uint32_t nv_req_id(const struct netvm_req *r) { return (uint32_t)r->gen << 16 | r->index; }
+
+static inline struct nv_link *nv_link_to(netvm_ctx_t *ctx, int rank) { return ctx->peers[rank].link; }
+
+#endif

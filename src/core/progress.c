@@ -1,0 +1,220 @@
+/* The progress engine: executes what peers ask of this process (atomics on
+ * memory they cannot map), completes this process's own requests, and makes
+ * both happen without the application calling netvm. A thread sleeps in
+ * epoll_wait (an idle process costs no CPU); a thread waiting for its own
+ * operation polls inline first, so latency does not pay a thread hand-off,
+ * then sleeps on a futex. */
+#define _GNU_SOURCE
+#include "core/internal.h"
+#include "util/atomic_op.h"
+#include "util/log.h"
+#include "util/time.h"
+#include "wire/am.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* An exported range may have been unmapped behind netvm's back; touching it
+ * from the progress thread would crash the target, so check first. */
+static int range_mapped(uint64_t addr, uint64_t len)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)addr & ~(page - 1);
+    unsigned char vec[2];
+    size_t span = (size_t)((addr + len - start + page - 1) / page * page);
+    return span <= 2 * page && mincore((void *)start, span, vec) == 0;
+}
+
+static void serve_atomic(netvm_ctx_t *ctx, const struct nv_am *m)
+{
+    struct nv_am reply = { .kind = NV_AM_REPLY, .src_rank = ctx->rank, .req_id = m->req_id };
+    uint64_t addr = 0;
+    nv_atu_serve_begin(&ctx->atu);
+    netvm_status_t st = nv_atu_translate(&ctx->atu, m->slot, m->key, m->off, 8, NETVM_ATOMIC, &addr);
+    if (st == NETVM_OK && (m->op >= NETVM_AOP_COUNT || (addr & 7)))
+        st = NETVM_ERR_INVAL;
+    if (st == NETVM_OK && !range_mapped(addr, 8))
+        st = NETVM_ERR_FAULT;
+    if (st == NETVM_OK)
+        reply.operand = nv_atomic_apply((uint64_t *)(uintptr_t)addr, (netvm_atomic_op_t)m->op,
+                                        m->operand, m->compare);
+    nv_atu_serve_end(&ctx->atu);
+    reply.status = (uint16_t)st;
+    uint8_t buf[NV_AM_SIZE];
+    nv_am_encode(&reply, buf);
+    if (ctx->peers[m->src_rank].link->ops->am_send(ctx->peers[m->src_rank].link, m->src_rank, buf) != NETVM_OK)
+        nv_debug("reply to rank %d dropped: it is gone", m->src_rank);
+}
+
+static void take_reply(netvm_ctx_t *ctx, const struct nv_am *m)
+{
+    struct netvm_req *r = nv_req_lookup(ctx, m->req_id);
+    if (!r || r->rank != m->src_rank) {
+        nv_debug("stale or foreign reply from rank %d ignored", m->src_rank);
+        return;
+    }
+    netvm_status_t st = m->status < NETVM_STATUS_COUNT ? (netvm_status_t)m->status : NETVM_ERR_SYS;
+    nv_req_complete(r, st, m->operand);
+}
+
+void nv_am_upcall(void *arg, int src_rank, const uint8_t *msg, size_t len)
+{
+    netvm_ctx_t *ctx = arg;
+    struct nv_am m;
+    if (nv_am_decode(msg, len, &m) != 0 || m.src_rank >= ctx->size ||
+        (src_rank >= 0 && src_rank != m.src_rank)) {
+        nv_warn("malformed active message dropped");
+        return;
+    }
+    switch (m.kind) {
+    case NV_AM_ATOMIC: serve_atomic(ctx, &m); break;
+    case NV_AM_REPLY:  take_reply(ctx, &m);   break;
+    default: break;
+    }
+}
+
+void nv_peer_down_upcall(void *arg, int rank)
+{
+    netvm_ctx_t *ctx = arg;
+    if (atomic_exchange(&ctx->peers[rank].dead, 1))
+        return;
+    /* nothing more will come from it: fail what waits on it */
+    for (uint32_t i = 0; i < ctx->nreqs; i++) {
+        struct netvm_req *r = &ctx->reqs[i];
+        if (atomic_load(&r->state) == NV_REQ_PENDING && r->rank == rank)
+            nv_req_complete(r, NETVM_ERR_PEER, 0);
+    }
+}
+
+static void *progress_main(void *arg)
+{
+    netvm_ctx_t *ctx = arg;
+    struct nv_link *l = ctx->shm;
+    struct epoll_event ev[16];
+    for (;;) {
+        l->ops->poll(l);
+        if (l->ops->sleep_prepare(l))
+            continue;
+        int n = epoll_wait(ctx->epfd, ev, 16, -1);
+        l->ops->sleep_done(l);
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.ptr == &ctx->stop_token)
+                return NULL;
+            l->ops->epoll_event(l, ev[i].data.ptr);
+        }
+    }
+}
+
+netvm_status_t nv_progress_start(netvm_ctx_t *ctx)
+{
+    ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+    ctx->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (ctx->epfd < 0 || ctx->stopfd < 0)
+        return NETVM_ERR_SYS;
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ctx->stop_token };
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->stopfd, &ev) != 0)
+        return NETVM_ERR_SYS;
+    netvm_status_t st = ctx->shm->ops->epoll_add(ctx->shm, ctx->epfd);
+    if (st != NETVM_OK)
+        return st;
+    if (!ctx->have_thread)
+        return NETVM_OK;
+    int err = pthread_create(&ctx->thread, NULL, progress_main, ctx);
+    if (err) {
+        nv_error("cannot start the progress thread: %s", strerror(err));
+        ctx->have_thread = 0;
+        return NETVM_ERR_SYS;
+    }
+    return NETVM_OK;
+}
+
+void nv_progress_stop(netvm_ctx_t *ctx)
+{
+    if (ctx->have_thread) {
+        uint64_t one = 1;
+        ssize_t n = write(ctx->stopfd, &one, sizeof one);
+        (void)n;
+        pthread_join(ctx->thread, NULL);
+        ctx->have_thread = 0;
+    }
+    if (ctx->epfd >= 0)
+        close(ctx->epfd);
+    if (ctx->stopfd >= 0)
+        close(ctx->stopfd);
+    ctx->epfd = ctx->stopfd = -1;
+}
+
+/* Without a progress thread nobody watches the pidfds: look ourselves. */
+static void check_peer(netvm_ctx_t *ctx, int rank)
+{
+    struct nv_link *l = ctx->peers[rank].link;
+    if (l->ops->peer_dead(l, rank))
+        nv_peer_down_upcall(ctx, rank);
+}
+
+static int req_done(struct netvm_req *r)
+{
+    return atomic_load_explicit(&r->state, memory_order_acquire) == NV_REQ_DONE;
+}
+
+netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
+{
+    struct nv_link *l = ctx->peers[r->rank].link;
+    uint64_t start = nv_now_ns();
+    uint64_t spin_until = start + ctx->spin_ns;
+    if (!req_done(r)) {
+        l->ops->poll_enter(l);
+        unsigned iter = 0;
+        while (!req_done(r)) {
+            l->ops->poll(l);
+            if ((++iter & 63) == 0 && nv_now_ns() > spin_until && ctx->have_thread)
+                break;
+            if ((iter & 4095) == 0) {
+                check_peer(ctx, r->rank);
+                if (nv_now_ns() - r->issued_ns > ctx->timeout_ns)
+                    nv_req_complete(r, NETVM_ERR_TIMEOUT, 0);
+                if (!ctx->have_thread)
+                    sched_yield();
+            }
+            nv_cpu_relax();
+        }
+        l->ops->poll_leave(l);
+    }
+    /* sleep: the progress thread completes the request and wakes us */
+    while (!req_done(r)) {
+        atomic_store_explicit(&r->waiting, 1, memory_order_seq_cst);
+        uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+        if (s != NV_REQ_DONE) {
+            struct timespec slice = { 0, 10 * 1000 * 1000 };
+            syscall(SYS_futex, &r->state, FUTEX_WAIT_PRIVATE, s, &slice, NULL, 0);
+        }
+        if (!req_done(r)) {
+            check_peer(ctx, r->rank);
+            if (nv_now_ns() - r->issued_ns > ctx->timeout_ns) {
+                nv_warn("rank %d did not answer within NETVM_TIMEOUT", r->rank);
+                nv_req_complete(r, NETVM_ERR_TIMEOUT, 0);
+            }
+        }
+    }
+    return r->status;
+}
+
+netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, int rank)
+{
+    int lo = rank < 0 ? 0 : rank, hi = rank < 0 ? ctx->size : rank + 1;
+    for (uint32_t i = 0; i < ctx->nreqs; i++) {
+        struct netvm_req *r = &ctx->reqs[i];
+        uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+        if (s != NV_REQ_FREE && s != NV_REQ_DONE && r->rank >= lo && r->rank < hi)
+            nv_progress_wait_req(ctx, r);
+    }
+    return NETVM_OK;
+}

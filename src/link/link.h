@@ -1,0 +1,118 @@
+/* The link contract. A link moves bytes between this process and its peers;
+ * core chooses one per peer at connect time and calls it through this table,
+ * never through a switch on the link kind.
+ *
+ * What a link does natively is described per imported segment: put and get
+ * are always native (one-sided, the target's CPU is not involved), atomics are
+ * native only where the rdesc says so (NV_RDESC_ATOMIC). Everything else core
+ * emulates in one place with active messages (am_send) that the target's
+ * progress engine executes.
+ *
+ * Revocation: a target publishes each exported segment with seg_publish and
+ * withdraws it with seg_revoke, which returns only when no native access by
+ * any peer that began before the call is still running; every access after it
+ * fails with NETVM_ERR_REVOKED. */
+#ifndef NV_LINK_LINK_H
+#define NV_LINK_LINK_H
+
+#include <netvm/netvm.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct nv_link;
+
+/* What a target publishes about one of its segments. */
+struct nv_seg_desc {
+    uint32_t    slot;
+    uint64_t    key;
+    uint64_t    addr;      /* in the target's address space */
+    uint64_t    len;
+    unsigned    rights;
+    int         memfd;     /* >= 0: backed by this memfd (offset 0), mappable by peers */
+    const char *name;      /* may be NULL */
+};
+
+enum {
+    NV_RDESC_MAPPED = 1u << 0,  /* `mapped` points at the segment: loads and stores */
+    NV_RDESC_ATOMIC = 1u << 1,  /* the link runs atomics natively on this segment */
+};
+
+/* What an initiator caches about an imported segment. */
+struct nv_rdesc {
+    int       rank;
+    uint32_t  slot;
+    uint64_t  key;
+    uint64_t  addr;
+    uint64_t  len;
+    unsigned  rights;
+    unsigned  flags;      /* NV_RDESC_* */
+    uint8_t  *mapped;     /* with NV_RDESC_MAPPED */
+    void     *link_priv;  /* the link's own per-import state */
+};
+
+/* Calls from a link up into core, so core never needs to know link internals. */
+struct nv_link_upcalls {
+    void *arg;
+    /* an active message arrived from src_rank (NV_AM_SIZE bytes) */
+    void (*am)(void *arg, int src_rank, const uint8_t *msg, size_t len);
+    /* the peer died or became unreachable */
+    void (*peer_down)(void *arg, int rank);
+};
+
+struct nv_link_ops {
+    const char *name;
+
+    /* exporter side */
+    netvm_status_t (*seg_publish)(struct nv_link *l, const struct nv_seg_desc *d);
+    void           (*seg_revoke)(struct nv_link *l, uint32_t slot);
+
+    /* initiator side; name == NULL imports by (slot, key) */
+    netvm_status_t (*import)(struct nv_link *l, int rank, const char *name,
+                             uint32_t slot, uint64_t key, struct nv_rdesc *out);
+    void           (*release)(struct nv_link *l, struct nv_rdesc *d);
+
+    /* one-sided data movement; bounds and rights are already checked by core
+     * against the cached descriptor; the link checks the target still
+     * publishes it (revocation) */
+    netvm_status_t (*put)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
+                          const void *src, size_t len);
+    netvm_status_t (*get)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
+                          void *dst, size_t len);
+    /* only for descriptors with NV_RDESC_ATOMIC */
+    netvm_status_t (*atomic)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
+                             netvm_atomic_op_t op, uint64_t operand, uint64_t compare,
+                             uint64_t *result);
+
+    /* deliver an NV_AM_SIZE-byte active message to rank's progress engine */
+    netvm_status_t (*am_send)(struct nv_link *l, int rank, const uint8_t *msg);
+
+    /* run upcalls for everything that arrived; returns how many */
+    int  (*poll)(struct nv_link *l);
+    /* a thread is about to spin on poll() (so peers need not wake anyone),
+     * and has stopped */
+    void (*poll_enter)(struct nv_link *l);
+    void (*poll_leave)(struct nv_link *l);
+    /* the progress thread: add the link's fds to epfd (data.ptr = token),
+     * handle a ready token, and arm/disarm wake-ups around epoll_wait */
+    netvm_status_t (*epoll_add)(struct nv_link *l, int epfd);
+    void (*epoll_event)(struct nv_link *l, void *token);
+    /* returns 0 if the caller may sleep; nonzero if work arrived meanwhile */
+    int  (*sleep_prepare)(struct nv_link *l);
+    void (*sleep_done)(struct nv_link *l);
+
+    /* fence the link's own pipeline to rank (rank < 0: all) */
+    netvm_status_t (*flush)(struct nv_link *l, int rank);
+    /* 1 if rank is known dead */
+    int  (*peer_dead)(struct nv_link *l, int rank);
+
+    void (*destroy)(struct nv_link *l);
+};
+
+struct nv_link {
+    const struct nv_link_ops *ops;
+    struct nv_link_upcalls    up;
+    int                       rank;
+    int                       size;
+};
+
+#endif

@@ -1,0 +1,60 @@
+/* The Linux primitives the shm link stands on: pidfds (a handle on a peer
+ * that tells when it exits and lets us duplicate its memfds and eventfd) and
+ * shared mappings. */
+#define _GNU_SOURCE
+#include "link/shm/shm_priv.h"
+#include "util/hash.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+int shm_pidfd_open(pid_t pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int shm_pidfd_getfd(int pidfd, int fd)
+{
+    return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+}
+
+int shm_pidfd_exited(int pidfd)
+{
+    struct pollfd p = { .fd = pidfd, .events = POLLIN };
+    return poll(&p, 1, 0) > 0;
+}
+
+void *shm_map_fd(int fd, size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Processes on one machine share the kernel's boot id. */
+uint64_t shm_host_id(void)
+{
+    char buf[64] = "";
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        buf[n > 0 ? n : 0] = 0;
+        close(fd);
+    }
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    char both[400];
+    snprintf(both, sizeof both, "%s/%s", buf, host);
+    return nv_hash_str(both);
+}

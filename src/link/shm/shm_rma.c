@@ -1,0 +1,303 @@
+/* The shm link as a NIC: the segment table peers check, imports, and the
+ * one-sided put, get and atomics themselves. */
+#define _GNU_SOURCE
+#include "link/shm/shm_priv.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/time.h"
+#include "util/atomic_op.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* --- exporter side: the table peers read ------------------------------ */
+
+netvm_status_t shm_seg_publish(struct nv_link *l, const struct nv_seg_desc *d)
+{
+    struct shm_link *s = shm_of(l);
+    if (d->slot >= s->self->nseg)
+        return NETVM_ERR_NOMEM;
+    struct nv_shm_seg *e = &nv_shm_segs(s->self)[d->slot];
+    uint64_t gen = ++s->gen;
+    atomic_store_explicit(&e->word, gen << 2 | NV_SEG_BUSY, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    e->key = d->key;
+    e->addr = d->addr;
+    e->len = d->len;
+    e->rights = d->rights;
+    e->memfd = s->p.use_mapping ? d->memfd : -1;
+    memset(e->name, 0, sizeof e->name);
+    if (d->name)
+        strncpy(e->name, d->name, sizeof e->name - 1);
+    e->name_hash = d->name ? nv_hash_str(d->name) : 0;
+    atomic_store_explicit(&e->word, gen << 2 | NV_SEG_LIVE, memory_order_release);
+    uint32_t high = atomic_load(&s->self->seg_high);
+    while (d->slot >= high && !atomic_compare_exchange_weak(&s->self->seg_high, &high, d->slot + 1))
+        ;
+    return NETVM_OK;
+}
+
+/* The fence of EXTOLL's ATU deregistration: after the entry is marked
+ * revoked, wait for every initiator that may have seen it live. An initiator
+ * bumps its op_seq to odd (sequentially consistent) before it reads the
+ * entry, so either we see it odd here, or it sees the revocation. */
+void shm_seg_revoke(struct nv_link *l, uint32_t slot)
+{
+    struct shm_link *s = shm_of(l);
+    struct nv_shm_seg *e = &nv_shm_segs(s->self)[slot];
+    uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
+    atomic_store_explicit(&e->word, (w & ~3ull) | NV_SEG_REVOKED, memory_order_seq_cst);
+    for (int r = 0; r < l->size; r++) {
+        struct shm_peer *pe = &s->peers[r];
+        if (r == l->rank || !pe->hdr)
+            continue;   /* our own thread is here, not inside an access */
+        uint64_t seq = atomic_load_explicit(&pe->hdr->op_seq, memory_order_seq_cst);
+        if (!(seq & 1))
+            continue;
+        unsigned spins = 0;
+        while (atomic_load_explicit(&pe->hdr->op_seq, memory_order_acquire) == seq) {
+            if (++spins % 1024 == 0 && l->ops->peer_dead(l, r))
+                break;
+            if (spins > 4096)
+                sched_yield();
+            else
+                nv_cpu_relax();
+        }
+    }
+}
+
+/* --- initiator side ---------------------------------------------------- */
+
+/* Read a consistent copy of a live entry; 0 on success. */
+static int read_entry(struct nv_shm_seg *e, struct nv_shm_seg *copy, uint64_t *word)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        uint64_t w1 = atomic_load_explicit(&e->word, memory_order_acquire);
+        if (NV_SEG_STATE(w1) != NV_SEG_LIVE)
+            return -1;
+        copy->key = e->key;
+        copy->addr = e->addr;
+        copy->len = e->len;
+        copy->rights = e->rights;
+        copy->memfd = e->memfd;
+        copy->name_hash = e->name_hash;
+        memcpy(copy->name, e->name, sizeof copy->name);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&e->word, memory_order_relaxed) == w1) {
+            copy->name[sizeof copy->name - 1] = 0;
+            *word = w1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static netvm_status_t find_entry(struct shm_peer *pe, const char *name, uint32_t slot, uint64_t key,
+                                 uint32_t *found, struct nv_shm_seg *copy, uint64_t *word)
+{
+    struct nv_shm_hdr *h = pe->hdr;
+    struct nv_shm_seg *segs = nv_shm_segs(h);
+    if (!name) {
+        if (slot >= h->nseg)
+            return NETVM_ERR_KEY;
+        if (read_entry(&segs[slot], copy, word) != 0) {
+            uint64_t w = atomic_load(&segs[slot].word);
+            return NV_SEG_STATE(w) == NV_SEG_REVOKED ? NETVM_ERR_REVOKED : NETVM_ERR_KEY;
+        }
+        if (copy->key != key)
+            return NETVM_ERR_KEY;
+        *found = slot;
+        return NETVM_OK;
+    }
+    uint64_t hash = nv_hash_str(name);
+    uint32_t high = atomic_load_explicit(&h->seg_high, memory_order_acquire);
+    if (high > h->nseg)
+        high = h->nseg;
+    for (uint32_t i = 0; i < high; i++) {
+        if (segs[i].name_hash != hash)
+            continue;
+        if (read_entry(&segs[i], copy, word) == 0 && strcmp(copy->name, name) == 0) {
+            *found = i;
+            return NETVM_OK;
+        }
+    }
+    return NETVM_ERR_NOTFOUND;
+}
+
+netvm_status_t shm_import(struct nv_link *l, int rank, const char *name, uint32_t slot,
+                          uint64_t key, struct nv_rdesc *out)
+{
+    struct shm_link *s = shm_of(l);
+    struct shm_peer *pe = &s->peers[rank];
+    if (l->ops->peer_dead(l, rank))
+        return NETVM_ERR_PEER;
+    struct nv_shm_seg e;
+    uint64_t word;
+    uint32_t found;
+    netvm_status_t st = find_entry(pe, name, slot, key, &found, &e, &word);
+    if (st != NETVM_OK)
+        return st;
+    struct shm_import *im = calloc(1, sizeof *im);
+    if (!im)
+        return NETVM_ERR_NOMEM;
+    im->peer = pe;
+    im->word = &nv_shm_segs(pe->hdr)[found].word;
+    im->live_word = word;
+    memset(out, 0, sizeof *out);
+    out->rank = rank;
+    out->slot = found;
+    out->key = e.key;
+    out->addr = e.addr;
+    out->len = e.len;
+    out->rights = e.rights;
+    out->link_priv = im;
+    if (e.memfd >= 0 && e.len > 0) {
+        /* map the target's memfd: from now on put/get/atomics are plain
+         * loads, stores and CPU atomics on the same physical pages */
+        int fd = shm_pidfd_getfd(pe->pidfd, e.memfd);
+        size_t maplen = (e.len + 4095) & ~(size_t)4095;
+        void *p = fd >= 0 ? shm_map_fd(fd, maplen) : NULL;
+        if (fd >= 0)
+            close(fd);
+        /* the entry may have been revoked (and the fd reused) meanwhile */
+        if (p && atomic_load(im->word) != word) {
+            munmap(p, maplen);
+            free(im);
+            return NETVM_ERR_REVOKED;
+        }
+        if (p) {
+            im->map_base = p;
+            im->map_len = maplen;
+            out->mapped = p;
+            out->flags = NV_RDESC_MAPPED | NV_RDESC_ATOMIC;
+        } else {
+            nv_warn("shm link: cannot map rank %d's segment %u (%s); using process_vm_*",
+                    rank, found, strerror(errno));
+        }
+    }
+    return NETVM_OK;
+}
+
+void shm_release(struct nv_link *l, struct nv_rdesc *d)
+{
+    struct shm_import *im = d->link_priv;
+    if (!im)
+        return;
+    if (im->map_base)
+        munmap(im->map_base, im->map_len);
+    free(im);
+    d->link_priv = NULL;
+    d->mapped = NULL;
+}
+
+/* The initiator's side of the revocation fence. */
+static inline uint64_t access_begin(struct shm_link *s)
+{
+    uint64_t seq = atomic_load_explicit(&s->self->op_seq, memory_order_relaxed) + 1;
+    atomic_store_explicit(&s->self->op_seq, seq, memory_order_seq_cst);
+    return seq;
+}
+
+static inline void access_end(struct shm_link *s, uint64_t seq)
+{
+    atomic_store_explicit(&s->self->op_seq, seq + 1, memory_order_release);
+}
+
+static inline netvm_status_t still_valid(struct nv_link *l, struct shm_import *im)
+{
+    if (atomic_load_explicit(im->word, memory_order_relaxed) == im->live_word)
+        return NETVM_OK;
+    return NETVM_ERR_REVOKED;
+}
+
+static netvm_status_t cma_status(struct nv_link *l, int rank, int err)
+{
+    if (err == ESRCH || l->ops->peer_dead(l, rank))
+        return NETVM_ERR_PEER;
+    if (err == EFAULT)
+        return NETVM_ERR_FAULT;
+    nv_error("shm link: process_vm_* to rank %d failed: %s", rank, strerror(err));
+    return NETVM_ERR_SYS;
+}
+
+/* process_vm_writev/readv moves at most about 2 GiB per call and stops early
+ * at an unmapped page: loop until done or an error says why. */
+static netvm_status_t cma_copy(struct nv_link *l, struct shm_peer *pe, uint64_t raddr,
+                               void *lbuf, size_t len, int write)
+{
+    char *p = lbuf;
+    while (len) {
+        struct iovec lv = { p, len }, rv = { (void *)(uintptr_t)raddr, len };
+        ssize_t n = write ? process_vm_writev(pe->pid, &lv, 1, &rv, 1, 0)
+                          : process_vm_readv(pe->pid, &lv, 1, &rv, 1, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return cma_status(l, pe->rank, errno);
+        }
+        if (n == 0)
+            return NETVM_ERR_FAULT;
+        p += n;
+        raddr += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return NETVM_OK;
+}
+
+netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src, size_t len)
+{
+    struct shm_link *s = shm_of(l);
+    struct shm_import *im = d->link_priv;
+    if (atomic_load_explicit(&im->peer->dead, memory_order_relaxed))
+        return NETVM_ERR_PEER;
+    uint64_t seq = access_begin(s);
+    netvm_status_t st = still_valid(l, im);
+    if (st == NETVM_OK) {
+        if (d->mapped)
+            memcpy(d->mapped + off, src, len);
+        else
+            st = cma_copy(l, im->peer, d->addr + off, (void *)src, len, 1);
+    }
+    access_end(s, seq);
+    return st;
+}
+
+netvm_status_t shm_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *dst, size_t len)
+{
+    struct shm_link *s = shm_of(l);
+    struct shm_import *im = d->link_priv;
+    if (atomic_load_explicit(&im->peer->dead, memory_order_relaxed))
+        return NETVM_ERR_PEER;
+    uint64_t seq = access_begin(s);
+    netvm_status_t st = still_valid(l, im);
+    if (st == NETVM_OK) {
+        if (d->mapped)
+            memcpy(dst, d->mapped + off, len);
+        else
+            st = cma_copy(l, im->peer, d->addr + off, dst, len, 0);
+    }
+    access_end(s, seq);
+    return st;
+}
+
+netvm_status_t shm_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, netvm_atomic_op_t op,
+                          uint64_t operand, uint64_t compare, uint64_t *result)
+{
+    struct shm_link *s = shm_of(l);
+    struct shm_import *im = d->link_priv;
+    if (!d->mapped)
+        return NETVM_ERR_UNSUPPORTED;
+    if (atomic_load_explicit(&im->peer->dead, memory_order_relaxed))
+        return NETVM_ERR_PEER;
+    uint64_t seq = access_begin(s);
+    netvm_status_t st = still_valid(l, im);
+    if (st == NETVM_OK)
+        *result = nv_atomic_apply((uint64_t *)(d->mapped + off), op, operand, compare);
+    access_end(s, seq);
+    return st;
+}
