@@ -21,7 +21,11 @@ typedef struct nv_boot nv_boot_t;
 #define NV_BOOT_SECRET_LEN 32   /* bytes; NETVM_SECRET carries them as 64 hex digits */
 
 /* addr NULL: take NETVM_BOOT from the environment (unset: singleton).
- * timeout_ms bounds every wait on the launcher. */
+ * timeout_ms bounds every wait on the launcher, collectives included
+ * (NETVM_ERR_TIMEOUT; the handle is unusable afterwards); 0 means
+ * NETVM_TIMEOUT, a negative value waits without bound (a dead rank or a
+ * dead launcher still ends every wait). A launcher that goes away is
+ * NETVM_ERR_BOOT. */
 netvm_status_t nv_boot_open(nv_boot_t **boot, const char *addr, int timeout_ms);
 void           nv_boot_close(nv_boot_t *boot);
 
@@ -35,5 +39,8 @@ const uint8_t *nv_boot_secret(const nv_boot_t *boot);
  * at all + r*len. Collective. */
 netvm_status_t nv_boot_allgather(nv_boot_t *boot, const void *mine, size_t len, void *all);
 netvm_status_t nv_boot_barrier(nv_boot_t *boot);
+/* After a collective returned NETVM_ERR_PEER: a rank that died or left (in
+ * allgather its slot is zero-filled); -1 when the last collective had none. */
+int            nv_boot_dead_rank(const nv_boot_t *boot);
 
 #endif

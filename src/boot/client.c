@@ -1,0 +1,484 @@
+/* The process side of bootstrap (boot.h): identity from the environment the
+ * launcher set, and the collectives as request/reply over one unix-socket
+ * connection to the launcher's boot server (src/boot/server.c).
+ *
+ * The connection stays open for the life of the handle: the server reads its
+ * close without a BYE as this process's death, which is how the survivors'
+ * collectives learn of it instead of hanging. */
+#define _GNU_SOURCE   /* SO_PEERCRED, struct ucred */
+#include "boot/boot.h"
+#include "util/config.h"
+#include "util/log.h"
+#include "util/random.h"
+#include "util/time.h"
+#include "wire/boot_msg.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct nv_boot {
+    int      rank;
+    int      size;
+    int      fd;            /* -1: a singleton, collectives are local */
+    int      timeout_ms;    /* < 0: waits are unbounded */
+    uint32_t seq;           /* collectives entered so far */
+    int      broken;        /* a timeout or protocol error left the stream out of step */
+    int      dead_rank;     /* reported by the last collective, else -1 */
+    char     job_id[NV_BOOT_JOB_ID_MAX + 1];
+    uint8_t  secret[NV_BOOT_SECRET_LEN];
+};
+
+/* --- environment ------------------------------------------------------ */
+
+static netvm_status_t env_int(const char *name, long lo, long hi, int *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) {
+        nv_error("bootstrap: %s is not set (start the program with `netvm run`)", name);
+        return NETVM_ERR_BOOT;
+    }
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < lo || x > hi) {
+        nv_error("bootstrap: %s=%s is not an integer in [%ld, %ld]", name, v, lo, hi);
+        return NETVM_ERR_BOOT;
+    }
+    *out = (int)x;
+    return NETVM_OK;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static netvm_status_t env_secret(uint8_t out[NV_BOOT_SECRET_LEN])
+{
+    const char *v = getenv("NETVM_SECRET");
+    if (!v || strlen(v) != 2 * NV_BOOT_SECRET_LEN) {
+        nv_error("bootstrap: NETVM_SECRET must be %d hex digits", 2 * NV_BOOT_SECRET_LEN);
+        return NETVM_ERR_BOOT;
+    }
+    for (int i = 0; i < NV_BOOT_SECRET_LEN; i++) {
+        int hi = hex_digit(v[2 * i]), lo = hex_digit(v[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            nv_error("bootstrap: NETVM_SECRET is not hexadecimal");
+            return NETVM_ERR_BOOT;
+        }
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return NETVM_OK;
+}
+
+static netvm_status_t env_job_id(char out[NV_BOOT_JOB_ID_MAX + 1])
+{
+    const char *v = getenv("NETVM_JOB_ID");
+    if (!v || !nv_boot_job_id_valid(v, strlen(v))) {
+        nv_error("bootstrap: NETVM_JOB_ID is missing or malformed");
+        return NETVM_ERR_BOOT;
+    }
+    snprintf(out, NV_BOOT_JOB_ID_MAX + 1, "%s", v);
+    return NETVM_OK;
+}
+
+/* --- deadline-bounded socket I/O -------------------------------------- */
+
+static uint64_t deadline_of(int timeout_ms)
+{
+    return timeout_ms < 0 ? 0 : nv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+}
+
+/* Wait for events on fd until the deadline (0: none). NETVM_OK when ready. */
+static netvm_status_t wait_fd(int fd, short events, uint64_t deadline)
+{
+    for (;;) {
+        int ms = -1;
+        if (deadline) {
+            uint64_t now = nv_now_ns();
+            if (now >= deadline)
+                return NETVM_ERR_TIMEOUT;
+            ms = (int)((deadline - now + 999999) / 1000000);
+        }
+        struct pollfd p = { .fd = fd, .events = events };
+        int n = poll(&p, 1, ms);
+        if (n > 0)
+            return NETVM_OK;    /* readable, writable, or hung up: the I/O call says which */
+        if (n < 0 && errno != EINTR) {
+            nv_error("bootstrap: poll: %s", strerror(errno));
+            return NETVM_ERR_SYS;
+        }
+    }
+}
+
+static netvm_status_t send_all(int fd, const uint8_t *p, size_t len, uint64_t deadline)
+{
+    while (len) {
+        /* MSG_NOSIGNAL: a launcher that went away is an error to report, not
+         * a SIGPIPE that kills the process */
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            netvm_status_t st = wait_fd(fd, POLLOUT, deadline);
+            if (st != NETVM_OK)
+                return st;
+            continue;
+        }
+        nv_error("bootstrap: lost the launcher (send: %s)", n < 0 ? strerror(errno) : "closed");
+        return NETVM_ERR_BOOT;
+    }
+    return NETVM_OK;
+}
+
+static netvm_status_t recv_all(int fd, uint8_t *p, size_t len, uint64_t deadline)
+{
+    while (len) {
+        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            netvm_status_t st = wait_fd(fd, POLLIN, deadline);
+            if (st != NETVM_OK)
+                return st;
+            continue;
+        }
+        nv_error("bootstrap: lost the launcher (%s)", n < 0 ? strerror(errno) : "connection closed");
+        return NETVM_ERR_BOOT;
+    }
+    return NETVM_OK;
+}
+
+/* Encode and send one message. */
+static netvm_status_t send_msg(nv_boot_t *b, const struct nv_boot_msg *m, uint64_t deadline)
+{
+    size_t size = nv_boot_msg_size(m);
+    if (size == 0)
+        return NETVM_ERR_INVAL;
+    uint8_t small[256];
+    uint8_t *buf = size <= sizeof small ? small : malloc(size);
+    if (!buf)
+        return NETVM_ERR_NOMEM;
+    nv_boot_msg_encode(m, buf, size);
+    netvm_status_t st = send_all(b->fd, buf, size, deadline);
+    if (buf != small)
+        free(buf);
+    return st;
+}
+
+/* Receive one message; *frame holds its bytes (m points into it) and is the
+ * caller's to free. */
+static netvm_status_t recv_msg(nv_boot_t *b, uint64_t deadline, uint8_t **frame,
+                               struct nv_boot_msg *m)
+{
+    uint8_t hbuf[NV_BOOT_HDR_LEN];
+    struct nv_boot_hdr hdr;
+    const char *why = "";
+    *frame = NULL;
+    netvm_status_t st = recv_all(b->fd, hbuf, sizeof hbuf, deadline);
+    if (st != NETVM_OK)
+        return st;
+    if (nv_boot_hdr_decode(hbuf, sizeof hbuf, NV_BOOT_MAX_PAYLOAD, &hdr, &why) != NV_BOOT_RC_OK) {
+        nv_error("bootstrap: malformed message from the launcher: %s", why);
+        return NETVM_ERR_BOOT;
+    }
+    uint8_t *payload = malloc(hdr.len ? hdr.len : 1);
+    if (!payload)
+        return NETVM_ERR_NOMEM;
+    st = recv_all(b->fd, payload, hdr.len, deadline);
+    if (st == NETVM_OK && nv_boot_payload_decode(hdr.type, payload, hdr.len, m, &why) != NV_BOOT_RC_OK) {
+        nv_error("bootstrap: malformed %s from the launcher: %s", nv_boot_msg_type_name(hdr.type), why);
+        st = NETVM_ERR_BOOT;
+    }
+    if (st != NETVM_OK) {
+        free(payload);
+        return st;
+    }
+    *frame = payload;
+    return NETVM_OK;
+}
+
+/* --- connecting -------------------------------------------------------- */
+
+static netvm_status_t connect_unix(const char *path, uint64_t deadline, int *out)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(path) >= sizeof sa.sun_path) {
+        nv_error("bootstrap: socket path too long: %s", path);
+        return NETVM_ERR_INVAL;
+    }
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        nv_error("bootstrap: socket: %s", strerror(errno));
+        return NETVM_ERR_SYS;
+    }
+    for (;;) {
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+            break;
+        if (errno == EINTR)
+            continue;
+        /* A unix connect fails with EAGAIN only while the listener's backlog
+         * is full (a thousand ranks starting at once): back off briefly. */
+        if (errno == EAGAIN && (!deadline || nv_now_ns() < deadline)) {
+            usleep(2000);
+            continue;
+        }
+        nv_error("bootstrap: cannot reach the launcher at unix:%s: %s", path, strerror(errno));
+        close(fd);
+        return errno == EAGAIN ? NETVM_ERR_TIMEOUT : NETVM_ERR_BOOT;
+    }
+    /* Only a process of our own user may hear the secret. */
+    struct ucred cred;
+    socklen_t clen = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.uid != geteuid()) {
+        nv_error("bootstrap: the socket unix:%s is not served by this user's launcher", path);
+        close(fd);
+        return NETVM_ERR_BOOT;
+    }
+    *out = fd;
+    return NETVM_OK;
+}
+
+/* "unix:PATH" today; "tcp:HOST:PORT" is where multi-host rendezvous goes. */
+static netvm_status_t connect_addr(const char *addr, uint64_t deadline, int *fd)
+{
+    if (strncmp(addr, "unix:", 5) == 0 && addr[5])
+        return connect_unix(addr + 5, deadline, fd);
+    if (strncmp(addr, "tcp:", 4) == 0) {
+        nv_error("bootstrap: %s: tcp rendezvous is not supported yet", addr);
+        return NETVM_ERR_UNSUPPORTED;
+    }
+    nv_error("bootstrap: cannot parse the address '%s' (expected unix:PATH)", addr);
+    return NETVM_ERR_INVAL;
+}
+
+static netvm_status_t hello(nv_boot_t *b, uint64_t deadline)
+{
+    struct nv_boot_msg m = { .type = NV_BOOT_MSG_HELLO };
+    m.u.hello.rank = b->rank;
+    m.u.hello.size = b->size;
+    m.u.hello.auth = NV_BOOT_AUTH_SECRET;
+    m.u.hello.job_id = b->job_id;
+    m.u.hello.job_id_len = (uint16_t)strlen(b->job_id);
+    m.u.hello.proof = b->secret;
+    m.u.hello.proof_len = NV_BOOT_SECRET_LEN;
+    netvm_status_t st = send_msg(b, &m, deadline);
+    if (st != NETVM_OK)
+        return st;
+    uint8_t *frame;
+    struct nv_boot_msg r;
+    st = recv_msg(b, deadline, &frame, &r);
+    if (st != NETVM_OK)
+        return st;
+    if (r.type != NV_BOOT_MSG_RESULT) {
+        nv_error("bootstrap: the launcher answered HELLO with %s", nv_boot_msg_type_name(r.type));
+        st = NETVM_ERR_BOOT;
+    } else if (r.u.result.status != NETVM_OK) {
+        nv_error("bootstrap: the launcher refused rank %d: %s", b->rank, netvm_strerror(r.u.result.status));
+        st = r.u.result.status;
+    }
+    free(frame);
+    return st;
+}
+
+static netvm_status_t open_singleton(nv_boot_t *b)
+{
+    const char *size = getenv("NETVM_SIZE");
+    if (size && *size && strcmp(size, "1") != 0) {
+        nv_error("bootstrap: NETVM_SIZE=%s but NETVM_BOOT is not set", size);
+        return NETVM_ERR_BOOT;
+    }
+    uint8_t id[8];
+    if (nv_random_bytes(b->secret, sizeof b->secret) != 0 || nv_random_bytes(id, sizeof id) != 0) {
+        nv_error("bootstrap: getrandom: %s", strerror(errno));
+        return NETVM_ERR_SYS;
+    }
+    int n = snprintf(b->job_id, sizeof b->job_id, "single-");
+    for (size_t i = 0; i < sizeof id; i++)
+        n += snprintf(b->job_id + n, sizeof b->job_id - (size_t)n, "%02x", id[i]);
+    b->rank = 0;
+    b->size = 1;
+    return NETVM_OK;
+}
+
+static netvm_status_t open_member(nv_boot_t *b, const char *addr)
+{
+    netvm_status_t st;
+    if ((st = env_int("NETVM_SIZE", 1, NV_BOOT_MAX_RANKS, &b->size)) ||
+        (st = env_int("NETVM_RANK", 0, b->size - 1, &b->rank)) ||
+        (st = env_job_id(b->job_id)) ||
+        (st = env_secret(b->secret)))
+        return st;
+    uint64_t deadline = deadline_of(b->timeout_ms);
+    if ((st = connect_addr(addr, deadline, &b->fd)))
+        return st;
+    return hello(b, deadline);
+}
+
+netvm_status_t nv_boot_open(nv_boot_t **boot, const char *addr, int timeout_ms)
+{
+    if (!boot)
+        return NETVM_ERR_INVAL;
+    *boot = NULL;
+    nv_boot_t *b = calloc(1, sizeof *b);
+    if (!b)
+        return NETVM_ERR_NOMEM;
+    b->fd = -1;
+    b->dead_rank = -1;
+    b->timeout_ms = timeout_ms ? timeout_ms : (int)nv_config_long("NETVM_TIMEOUT", 1, 86400000);
+    if (!addr)
+        addr = getenv("NETVM_BOOT");
+    netvm_status_t st = addr && *addr ? open_member(b, addr) : open_singleton(b);
+    if (st != NETVM_OK) {
+        nv_boot_close(b);
+        return st;
+    }
+    nv_debug("bootstrap: rank %d of %d, job %s", b->rank, b->size, b->job_id);
+    *boot = b;
+    return NETVM_OK;
+}
+
+void nv_boot_close(nv_boot_t *b)
+{
+    if (!b)
+        return;
+    if (b->fd >= 0) {
+        if (!b->broken) {
+            /* best effort and brief: a launcher that is gone changes nothing */
+            struct nv_boot_msg bye = { .type = NV_BOOT_MSG_BYE };
+            (void)send_msg(b, &bye, deadline_of(1000));
+        }
+        close(b->fd);
+    }
+    explicit_bzero(b->secret, sizeof b->secret);
+    free(b);
+}
+
+int nv_boot_rank(const nv_boot_t *b) { return b ? b->rank : -1; }
+int nv_boot_size(const nv_boot_t *b) { return b ? b->size : 0; }
+const char *nv_boot_job_id(const nv_boot_t *b) { return b ? b->job_id : NULL; }
+const uint8_t *nv_boot_secret(const nv_boot_t *b) { return b ? b->secret : NULL; }
+int nv_boot_dead_rank(const nv_boot_t *b) { return b ? b->dead_rank : -1; }
+
+/* --- collectives -------------------------------------------------------- */
+
+/* Send a collective request and wait for its reply, checking that the reply
+ * answers this request. *frame is the caller's to free on NETVM_OK. */
+static netvm_status_t exchange(nv_boot_t *b, const struct nv_boot_msg *req, uint16_t want,
+                               uint8_t **frame, struct nv_boot_msg *r)
+{
+    if (b->broken) {
+        nv_error("bootstrap: an earlier collective failed midway; the connection is unusable");
+        return NETVM_ERR_STATE;
+    }
+    uint64_t deadline = deadline_of(b->timeout_ms);
+    netvm_status_t st = send_msg(b, req, deadline);
+    if (st == NETVM_OK)
+        st = recv_msg(b, deadline, frame, r);
+    if (st == NETVM_OK && r->type == NV_BOOT_MSG_RESULT && r->u.result.status != NETVM_OK) {
+        /* the server's way of refusing a request before closing */
+        nv_error("bootstrap: the launcher refused %s: %s", nv_boot_msg_type_name(req->type),
+                 netvm_strerror(r->u.result.status));
+        st = r->u.result.status;
+        free(*frame);
+    } else if (st == NETVM_OK && (r->type != want || r->u.result.seq != req->u.coll.seq)) {
+        nv_error("bootstrap: expected %s #%u, the launcher sent %s #%u", nv_boot_msg_type_name(want),
+                 req->u.coll.seq, nv_boot_msg_type_name(r->type), r->u.result.seq);
+        st = NETVM_ERR_BOOT;
+        free(*frame);
+    }
+    if (st != NETVM_OK) {
+        /* a reply may still be on its way, or half a request was sent: the
+         * stream cannot be trusted to line up again */
+        b->broken = 1;
+        if (st == NETVM_ERR_TIMEOUT)
+            nv_error("bootstrap: %s timed out after %d ms", nv_boot_msg_type_name(req->type), b->timeout_ms);
+        return st;
+    }
+    b->dead_rank = r->u.result.dead_rank;
+    return NETVM_OK;
+}
+
+netvm_status_t nv_boot_allgather(nv_boot_t *b, const void *mine, size_t len, void *all)
+{
+    if (!b || (len && (!mine || !all)))
+        return NETVM_ERR_INVAL;
+    b->dead_rank = -1;
+    if (b->fd < 0) {
+        if (len)
+            memmove(all, mine, len);
+        return NETVM_OK;
+    }
+    /* The whole result travels in one frame. */
+    if ((uint64_t)len * (uint64_t)b->size > NV_BOOT_MAX_PAYLOAD - 64) {
+        nv_error("bootstrap: allgather of %zu bytes x %d ranks exceeds %u bytes", len, b->size,
+                 NV_BOOT_MAX_PAYLOAD - 64);
+        return NETVM_ERR_INVAL;
+    }
+    struct nv_boot_msg req = { .type = NV_BOOT_MSG_ALLGATHER };
+    req.u.coll.seq = ++b->seq;
+    req.u.coll.len = (uint32_t)len;
+    req.u.coll.data = mine;
+    uint8_t *frame;
+    struct nv_boot_msg r;
+    netvm_status_t st = exchange(b, &req, NV_BOOT_MSG_ALLGATHER_RESULT, &frame, &r);
+    if (st != NETVM_OK)
+        return st;
+    if (r.u.result.status != NETVM_OK && r.u.result.each == 0) {
+        /* the collective failed as a whole (ranks disagreed on it): no data */
+        st = r.u.result.status;
+        free(frame);
+        return st;
+    }
+    if (r.u.result.count != (uint32_t)b->size || r.u.result.each != len) {
+        nv_error("bootstrap: allgather result of %u x %u bytes, expected %d x %zu",
+                 r.u.result.count, r.u.result.each, b->size, len);
+        free(frame);
+        b->broken = 1;
+        return NETVM_ERR_BOOT;
+    }
+    if (len)
+        memcpy(all, r.u.result.data, len * (size_t)b->size);
+    st = r.u.result.status;
+    free(frame);
+    return st;
+}
+
+netvm_status_t nv_boot_barrier(nv_boot_t *b)
+{
+    if (!b)
+        return NETVM_ERR_INVAL;
+    b->dead_rank = -1;
+    if (b->fd < 0)
+        return NETVM_OK;
+    struct nv_boot_msg req = { .type = NV_BOOT_MSG_BARRIER };
+    req.u.coll.seq = ++b->seq;
+    uint8_t *frame;
+    struct nv_boot_msg r;
+    netvm_status_t st = exchange(b, &req, NV_BOOT_MSG_BARRIER_DONE, &frame, &r);
+    if (st != NETVM_OK)
+        return st;
+    st = r.u.result.status;
+    free(frame);
+    return st;
+}
