@@ -1,0 +1,746 @@
+/* The boot server (server.h): a non-blocking state machine over an epoll set
+ * of its own. Three parts, top to bottom:
+ *   connections - accept, frame assembly, queued output, deferred frees;
+ *   ranks       - HELLO authentication and the rank table;
+ *   collectives - one round at a time, completed when every live rank has
+ *                 entered it. */
+#define _GNU_SOURCE   /* accept4, SO_PEERCRED, struct ucred */
+#include "boot/server.h"
+#include "util/log.h"
+#include "util/time.h"
+#include "wire/boot_msg.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define DEFAULT_HELLO_TIMEOUT_MS 10000
+#define EXTRA_PENDING            16    /* unauthenticated connections beyond one per rank */
+
+/* A reply is encoded once and shared by every connection it goes to: an
+ * allgather result can be 16 MiB and go to a thousand ranks. */
+struct obuf {
+    unsigned refs;
+    size_t   len;
+    uint8_t  data[];
+};
+
+struct outq {
+    struct obuf *buf;
+    size_t       off;
+    struct outq *next;
+};
+
+enum conn_kind {
+    CONN_PENDING,   /* connected, not authenticated: may send only HELLO */
+    CONN_PROCESS,   /* speaks for one local rank */
+    /* later: CONN_NODE, a remote host's launcher speaking for its ranks */
+};
+
+struct conn {
+    int            fd;
+    enum conn_kind kind;
+    int            rank;          /* CONN_PROCESS */
+    pid_t          pid;           /* from SO_PEERCRED, for log messages */
+    uint64_t       deadline_ns;   /* CONN_PENDING: authenticate by then */
+    uint32_t       replied_seq;   /* last round whose result was queued here */
+    /* the frame being received */
+    uint8_t        hdr[NV_BOOT_HDR_LEN];
+    size_t         hdr_have;
+    struct nv_boot_hdr h;
+    uint8_t       *payload;
+    size_t         payload_have;
+    /* queued output */
+    struct outq   *out_head, *out_tail;
+    uint32_t       events;        /* what epoll watches for it */
+    int            closing;       /* close once the output drains */
+    int            gone;          /* closed; freed at the end of progress */
+    struct conn   *next;
+};
+
+struct rank_slot {
+    enum nv_boot_rank_state st;
+    struct conn *conn;            /* while ACTIVE */
+    int          entered;         /* entered the current round */
+};
+
+struct round {
+    uint32_t       seq;           /* rounds completed + 1 */
+    uint16_t       type;          /* ALLGATHER or BARRIER; 0 while nobody has entered */
+    uint32_t       each;          /* allgather bytes per rank */
+    uint8_t       *data;          /* size * each */
+    int            entered;
+    netvm_status_t fail;          /* ranks disagreed about the collective */
+};
+
+struct nv_boot_server {
+    int               size;
+    char              job_id[NV_BOOT_JOB_ID_MAX + 1];
+    uint8_t           secret[NV_BOOT_SECRET_LEN];
+    int               hello_timeout_ms;
+    char              dir[80];
+    char              path[96];
+    char              addr[104];
+    int               ep, lfd, tfd;
+    int               accept_paused;  /* out of fds: resume when a connection closes */
+    int               completing;     /* inside round_complete: no re-entry */
+    int               destroying;
+    struct conn      *conns;
+    int               npending;
+    struct rank_slot *ranks;
+    int               first_dead;
+    int               first_gone;     /* first rank dead or left: what PEER names */
+    struct round      round;
+};
+
+/* epoll tags for the two fds that are not connections */
+#define TAG_LISTEN ((void *)1)
+#define TAG_TIMER  ((void *)2)
+
+static void conn_close(nv_boot_server_t *s, struct conn *c, const char *why);
+static void handle_msg(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m);
+static void round_check(nv_boot_server_t *s);
+
+/* --- output ----------------------------------------------------------- */
+
+static void obuf_put(struct obuf *b)
+{
+    if (b && --b->refs == 0)
+        free(b);
+}
+
+static struct obuf *obuf_encode(const struct nv_boot_msg *m)
+{
+    size_t len = nv_boot_msg_size(m);
+    if (len == 0)
+        return NULL;
+    struct obuf *b = malloc(sizeof *b + len);
+    if (!b)
+        return NULL;
+    b->refs = 1;
+    b->len = nv_boot_msg_encode(m, b->data, len);
+    return b;
+}
+
+/* A closing connection is not read any more, so it must not be watched for
+ * input either: level-triggered, unread input would wake the loop forever. */
+static void update_events(nv_boot_server_t *s, struct conn *c)
+{
+    uint32_t want = (c->closing ? 0 : EPOLLIN) | (c->out_head ? EPOLLOUT : 0);
+    if (c->gone || c->events == want)
+        return;
+    struct epoll_event ev = { .events = want, .data.ptr = c };
+    if (epoll_ctl(s->ep, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+        c->events = want;
+}
+
+/* Write what the socket takes now; the rest waits for EPOLLOUT. */
+static void conn_flush(nv_boot_server_t *s, struct conn *c)
+{
+    while (c->out_head) {
+        struct outq *q = c->out_head;
+        ssize_t n = send(c->fd, q->buf->data + q->off, q->buf->len - q->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            update_events(s, c);
+            return;
+        }
+        if (n < 0) {
+            conn_close(s, c, strerror(errno));
+            return;
+        }
+        q->off += (size_t)n;
+        if (q->off == q->buf->len) {
+            c->out_head = q->next;
+            if (!c->out_head)
+                c->out_tail = NULL;
+            obuf_put(q->buf);
+            free(q);
+        }
+    }
+    if (c->closing)
+        conn_close(s, c, NULL);
+    else
+        update_events(s, c);
+}
+
+static void conn_send(nv_boot_server_t *s, struct conn *c, struct obuf *b)
+{
+    if (c->gone || !b)
+        return;
+    struct outq *q = malloc(sizeof *q);
+    if (!q) {
+        conn_close(s, c, "out of memory");
+        return;
+    }
+    b->refs++;
+    *q = (struct outq){ .buf = b };
+    if (c->out_tail)
+        c->out_tail->next = q;
+    else
+        c->out_head = q;
+    c->out_tail = q;
+    conn_flush(s, c);
+}
+
+static void send_result(nv_boot_server_t *s, struct conn *c, netvm_status_t st)
+{
+    struct nv_boot_msg m = { .type = NV_BOOT_MSG_RESULT };
+    m.u.result.status = st;
+    m.u.result.dead_rank = -1;
+    struct obuf *b = obuf_encode(&m);
+    conn_send(s, c, b);
+    obuf_put(b);
+}
+
+/* Refuse a connection: tell it why (a client prints that better than a bare
+ * close), then close once the reply is out. */
+static void conn_refuse(nv_boot_server_t *s, struct conn *c, netvm_status_t st, const char *why)
+{
+    nv_warn("boot: refused connection from pid %d: %s", (int)c->pid, why);
+    c->closing = 1;
+    send_result(s, c, st);
+    update_events(s, c);
+}
+
+/* --- connections -------------------------------------------------------- */
+
+static void rank_gone(nv_boot_server_t *s, int rank, enum nv_boot_rank_state st)
+{
+    struct rank_slot *r = &s->ranks[rank];
+    if (r->st == NV_BOOT_RANK_LEFT || r->st == NV_BOOT_RANK_DEAD)
+        return;
+    r->st = st;
+    r->conn = NULL;
+    if (st == NV_BOOT_RANK_DEAD && s->first_dead < 0)
+        s->first_dead = rank;
+    if (s->first_gone < 0)
+        s->first_gone = rank;
+    round_check(s);
+}
+
+/* Closes now, frees later: events for c may still be pending in the batch
+ * progress is working through. */
+static void conn_close(nv_boot_server_t *s, struct conn *c, const char *why)
+{
+    if (c->gone)
+        return;
+    c->gone = 1;
+    epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    if (c->kind == CONN_PENDING)
+        s->npending--;
+    if (s->destroying)
+        return;
+    if (s->accept_paused) {
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = TAG_LISTEN };
+        if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->lfd, &ev) == 0)
+            s->accept_paused = 0;
+    }
+    if (c->kind == CONN_PROCESS && s->ranks[c->rank].conn == c) {
+        if (why)
+            nv_info("boot: rank %d (pid %d) lost without BYE: %s", c->rank, (int)c->pid, why);
+        rank_gone(s, c->rank, NV_BOOT_RANK_DEAD);
+    }
+}
+
+static void conn_free(struct conn *c)
+{
+    while (c->out_head) {
+        struct outq *q = c->out_head;
+        c->out_head = q->next;
+        obuf_put(q->buf);
+        free(q);
+    }
+    free(c->payload);
+    free(c);
+}
+
+static void reap_gone(nv_boot_server_t *s)
+{
+    for (struct conn **pp = &s->conns; *pp;) {
+        struct conn *c = *pp;
+        if (c->gone) {
+            *pp = c->next;
+            conn_free(c);
+        } else {
+            pp = &c->next;
+        }
+    }
+}
+
+static void accept_all(nv_boot_server_t *s)
+{
+    for (;;) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* the listener would stay readable: stop watching it until
+                 * a connection closes, instead of spinning */
+                nv_warn("boot: accept: %s; pausing", strerror(errno));
+                if (epoll_ctl(s->ep, EPOLL_CTL_DEL, s->lfd, NULL) == 0)
+                    s->accept_paused = 1;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                nv_warn("boot: accept: %s", strerror(errno));
+            }
+            return;
+        }
+        struct ucred cred = { .pid = 0 };
+        socklen_t clen = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.uid != geteuid()) {
+            nv_warn("boot: refused a connection from uid %d", (int)cred.uid);
+            close(fd);
+            continue;
+        }
+        if (s->npending >= s->size + EXTRA_PENDING) {
+            nv_warn("boot: too many unauthenticated connections; refused pid %d", (int)cred.pid);
+            close(fd);
+            continue;
+        }
+        struct conn *c = calloc(1, sizeof *c);
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+        if (!c || epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            nv_warn("boot: cannot watch a new connection: %s", c ? strerror(errno) : "out of memory");
+            free(c);
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->events = EPOLLIN;
+        c->kind = CONN_PENDING;
+        c->rank = -1;
+        c->pid = cred.pid;
+        c->deadline_ns = nv_now_ns() + (uint64_t)s->hello_timeout_ms * 1000000ull;
+        c->next = s->conns;
+        s->conns = c;
+        s->npending++;
+    }
+}
+
+/* Read whatever has arrived and act on each complete frame. */
+static void conn_read(nv_boot_server_t *s, struct conn *c)
+{
+    while (!c->gone && !c->closing) {
+        uint8_t *dst;
+        size_t want;
+        if (c->hdr_have < NV_BOOT_HDR_LEN) {
+            dst = c->hdr + c->hdr_have;
+            want = NV_BOOT_HDR_LEN - c->hdr_have;
+        } else {
+            dst = c->payload + c->payload_have;
+            want = c->h.len - c->payload_have;
+        }
+        ssize_t n = want ? recv(c->fd, dst, want, MSG_DONTWAIT) : 0;
+        if (want && n < 0 && errno == EINTR)
+            continue;
+        if (want && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (want && n <= 0) {
+            conn_close(s, c, n < 0 ? strerror(errno) : "connection closed");
+            return;
+        }
+        const char *why = "";
+        if (c->hdr_have < NV_BOOT_HDR_LEN) {
+            c->hdr_have += (size_t)n;
+            /* before authentication only a HELLO-sized frame is read */
+            uint32_t max = c->kind == CONN_PENDING ? NV_BOOT_HELLO_MAX : NV_BOOT_MAX_PAYLOAD;
+            enum nv_boot_rc rc = nv_boot_hdr_decode(c->hdr, c->hdr_have, max, &c->h, &why);
+            if (rc == NV_BOOT_RC_BAD) {
+                nv_warn("boot: malformed frame from pid %d: %s", (int)c->pid, why);
+                conn_close(s, c, why);
+                return;
+            }
+            if (rc == NV_BOOT_RC_MORE)
+                continue;
+            c->payload = malloc(c->h.len ? c->h.len : 1);
+            c->payload_have = 0;
+            if (!c->payload) {
+                conn_close(s, c, "out of memory");
+                return;
+            }
+            if (c->h.len)
+                continue;
+        } else {
+            c->payload_have += (size_t)n;
+            if (c->payload_have < c->h.len)
+                continue;
+        }
+        struct nv_boot_msg m;
+        if (nv_boot_payload_decode(c->h.type, c->payload, c->h.len, &m, &why) != NV_BOOT_RC_OK) {
+            nv_warn("boot: malformed %s from pid %d: %s", nv_boot_msg_type_name(c->h.type), (int)c->pid, why);
+            conn_close(s, c, why);
+            return;
+        }
+        handle_msg(s, c, &m);
+        free(c->payload);
+        c->payload = NULL;
+        c->hdr_have = 0;
+    }
+}
+
+/* --- ranks ---------------------------------------------------------------- */
+
+static int equal_ct(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    uint8_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= a[i] ^ b[i];
+    return d == 0;
+}
+
+static void handle_hello(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m)
+{
+    const typeof(m->u.hello) *h = &m->u.hello;
+    if (h->auth != NV_BOOT_AUTH_SECRET || h->proof_len != NV_BOOT_SECRET_LEN ||
+        !equal_ct(h->proof, s->secret, NV_BOOT_SECRET_LEN)) {
+        conn_refuse(s, c, NETVM_ERR_BOOT, "wrong job secret");
+        return;
+    }
+    if (h->job_id_len != strlen(s->job_id) || memcmp(h->job_id, s->job_id, h->job_id_len) != 0) {
+        conn_refuse(s, c, NETVM_ERR_BOOT, "wrong job id");
+        return;
+    }
+    if (h->size != s->size) {
+        conn_refuse(s, c, NETVM_ERR_BOOT, "wrong job size");
+        return;
+    }
+    struct rank_slot *r = &s->ranks[h->rank];
+    if (r->st != NV_BOOT_RANK_WAITING) {
+        char why[64];
+        snprintf(why, sizeof why, "rank %d is %s", h->rank,
+                 r->st == NV_BOOT_RANK_ACTIVE ? "already connected" : "no longer in the job");
+        conn_refuse(s, c, NETVM_ERR_BOOT, why);
+        return;
+    }
+    c->kind = CONN_PROCESS;
+    c->rank = h->rank;
+    s->npending--;
+    r->st = NV_BOOT_RANK_ACTIVE;
+    r->conn = c;
+    nv_debug("boot: rank %d (pid %d) joined", c->rank, (int)c->pid);
+    send_result(s, c, NETVM_OK);
+}
+
+/* --- collectives ---------------------------------------------------------- */
+
+static void round_reset(nv_boot_server_t *s)
+{
+    free(s->round.data);
+    uint32_t next = s->round.seq + 1;
+    s->round = (struct round){ .seq = next, .fail = NETVM_OK };
+    for (int i = 0; i < s->size; i++)
+        s->ranks[i].entered = 0;
+}
+
+static void round_complete(nv_boot_server_t *s)
+{
+    struct round *rd = &s->round;
+    struct nv_boot_msg m = { .type = rd->type == NV_BOOT_MSG_ALLGATHER ? NV_BOOT_MSG_ALLGATHER_RESULT
+                                                                       : NV_BOOT_MSG_BARRIER_DONE };
+    m.u.result.seq = rd->seq;
+    m.u.result.status = rd->fail;
+    m.u.result.dead_rank = -1;
+    if (rd->fail == NETVM_OK && s->first_gone >= 0) {
+        m.u.result.status = NETVM_ERR_PEER;
+        m.u.result.dead_rank = s->first_gone;
+    }
+    if (m.type == NV_BOOT_MSG_ALLGATHER_RESULT) {
+        m.u.result.count = (uint32_t)s->size;
+        m.u.result.each = rd->data ? rd->each : 0;
+        m.u.result.data = rd->data;
+        for (int i = 0; rd->data && i < s->size; i++)
+            if (s->ranks[i].st == NV_BOOT_RANK_LEFT || s->ranks[i].st == NV_BOOT_RANK_DEAD)
+                memset(rd->data + (size_t)i * rd->each, 0, rd->each);
+    }
+    /* sending can fail and close a connection, which marks a rank dead and
+     * would check this very round again */
+    s->completing = 1;
+    struct obuf *b = obuf_encode(&m);
+    if (!b)
+        nv_error("boot: cannot encode the result of collective #%u", rd->seq);
+    nv_debug("boot: collective #%u (%s) complete: %s", rd->seq, nv_boot_msg_type_name(rd->type),
+             netvm_strerror(m.u.result.status));
+    /* once per connection, not per rank: a connection may one day speak
+     * for many ranks */
+    for (int i = 0; i < s->size; i++) {
+        struct conn *c = s->ranks[i].conn;
+        if (!s->ranks[i].entered || !c || c->replied_seq == rd->seq)
+            continue;
+        c->replied_seq = rd->seq;
+        if (b)
+            conn_send(s, c, b);
+        else
+            conn_close(s, c, "out of memory");
+    }
+    obuf_put(b);
+    round_reset(s);
+    s->completing = 0;
+}
+
+/* Complete the round if nobody it waits for can still come. */
+static void round_check(nv_boot_server_t *s)
+{
+    if (s->round.entered == 0 || s->completing)
+        return;
+    for (int i = 0; i < s->size; i++) {
+        const struct rank_slot *r = &s->ranks[i];
+        if (!r->entered && (r->st == NV_BOOT_RANK_WAITING || r->st == NV_BOOT_RANK_ACTIVE))
+            return;
+    }
+    round_complete(s);
+}
+
+static void round_enter(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m)
+{
+    struct round *rd = &s->round;
+    struct rank_slot *r = &s->ranks[c->rank];
+    if (m->u.coll.seq != rd->seq || r->entered) {
+        nv_error("boot: rank %d sent %s #%u while collective #%u is running", c->rank,
+                 nv_boot_msg_type_name(m->type), m->u.coll.seq, rd->seq);
+        conn_close(s, c, "protocol error");
+        return;
+    }
+    uint32_t each = m->type == NV_BOOT_MSG_ALLGATHER ? m->u.coll.len : 0;
+    if (rd->entered == 0) {
+        rd->type = m->type;
+        rd->each = each;
+        if (rd->type == NV_BOOT_MSG_ALLGATHER) {
+            size_t total = (size_t)each * (size_t)s->size;
+            if (total > NV_BOOT_MAX_PAYLOAD - 64) {
+                nv_error("boot: allgather of %u bytes x %d ranks is too large", each, s->size);
+                rd->fail = NETVM_ERR_INVAL;
+            } else if (total && !(rd->data = calloc(1, total))) {
+                rd->fail = NETVM_ERR_NOMEM;
+            }
+        }
+    } else if (rd->type != m->type || rd->each != each) {
+        /* a program bug, but one every rank should hear about, not hang on */
+        nv_error("boot: collective #%u: rank %d entered %s(%u bytes), others %s(%u bytes)", rd->seq,
+                 c->rank, nv_boot_msg_type_name(m->type), each, nv_boot_msg_type_name(rd->type), rd->each);
+        rd->fail = NETVM_ERR_INVAL;
+    }
+    if (rd->fail == NETVM_OK && rd->data && each)
+        memcpy(rd->data + (size_t)c->rank * each, m->u.coll.data, each);
+    r->entered = 1;
+    rd->entered++;
+    round_check(s);
+}
+
+static void handle_msg(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m)
+{
+    if (c->kind == CONN_PENDING) {
+        if (m->type == NV_BOOT_MSG_HELLO)
+            handle_hello(s, c, m);
+        else
+            conn_refuse(s, c, NETVM_ERR_BOOT, "a message before HELLO");
+        return;
+    }
+    switch (m->type) {
+    case NV_BOOT_MSG_ALLGATHER:
+    case NV_BOOT_MSG_BARRIER:
+        round_enter(s, c, m);
+        break;
+    case NV_BOOT_MSG_BYE:
+        nv_debug("boot: rank %d said BYE", c->rank);
+        rank_gone(s, c->rank, NV_BOOT_RANK_LEFT);
+        c->closing = 1;
+        if (!c->out_head)
+            conn_close(s, c, NULL);
+        break;
+    default:
+        nv_error("boot: rank %d sent an unexpected %s", c->rank, nv_boot_msg_type_name(m->type));
+        conn_close(s, c, "protocol error");
+        break;
+    }
+}
+
+/* --- timer: unauthenticated connections must not linger ---------------- */
+
+static void expire_pending(nv_boot_server_t *s)
+{
+    uint64_t now = nv_now_ns(), next = 0;
+    for (struct conn *c = s->conns; c; c = c->next) {
+        if (c->gone || c->kind != CONN_PENDING)
+            continue;
+        if (c->deadline_ns <= now) {
+            nv_warn("boot: pid %d did not authenticate in time", (int)c->pid);
+            conn_close(s, c, NULL);
+        } else if (!next || c->deadline_ns < next) {
+            next = c->deadline_ns;
+        }
+    }
+    struct itimerspec its = { .it_value = { 0, 0 } };
+    if (next) {
+        uint64_t d = next - now;
+        its.it_value.tv_sec = (time_t)(d / 1000000000ull);
+        its.it_value.tv_nsec = (long)(d % 1000000000ull);
+    }
+    timerfd_settime(s->tfd, 0, &its, NULL);
+}
+
+/* --- the public face ------------------------------------------------------ */
+
+netvm_status_t nv_boot_server_progress(nv_boot_server_t *s)
+{
+    struct epoll_event evs[64];
+    int n = epoll_wait(s->ep, evs, 64, 0);
+    if (n < 0) {
+        if (errno == EINTR)
+            return NETVM_OK;
+        nv_error("boot: epoll_wait: %s", strerror(errno));
+        return NETVM_ERR_SYS;
+    }
+    for (int i = 0; i < n; i++) {
+        void *tag = evs[i].data.ptr;
+        if (tag == TAG_LISTEN) {
+            accept_all(s);
+        } else if (tag == TAG_TIMER) {
+            uint64_t ticks;
+            ssize_t r = read(s->tfd, &ticks, sizeof ticks);
+            (void)r;
+        } else {
+            struct conn *c = tag;
+            if (!c->gone && (evs[i].events & EPOLLOUT))
+                conn_flush(s, c);
+            if (!c->gone && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                conn_read(s, c);
+            /* a closing connection reads no more; its peer hanging up ends it */
+            if (!c->gone && c->closing && (evs[i].events & (EPOLLHUP | EPOLLERR)))
+                conn_close(s, c, NULL);
+        }
+    }
+    expire_pending(s);
+    reap_gone(s);
+    return NETVM_OK;
+}
+
+void nv_boot_server_rank_exited(nv_boot_server_t *s, int rank, int clean)
+{
+    if (!s || rank < 0 || rank >= s->size)
+        return;
+    struct rank_slot *r = &s->ranks[rank];
+    if (r->st == NV_BOOT_RANK_ACTIVE && r->conn) {
+        /* its last words (a BYE, a collective) are already in the socket */
+        conn_read(s, r->conn);
+        if (r->st == NV_BOOT_RANK_ACTIVE)
+            conn_close(s, r->conn, "process ended");
+    } else if (r->st == NV_BOOT_RANK_WAITING) {
+        rank_gone(s, rank, clean ? NV_BOOT_RANK_LEFT : NV_BOOT_RANK_DEAD);
+    }
+    reap_gone(s);
+}
+
+enum nv_boot_rank_state nv_boot_server_rank_state(const nv_boot_server_t *s, int rank)
+{
+    if (!s || rank < 0 || rank >= s->size)
+        return NV_BOOT_RANK_DEAD;
+    return s->ranks[rank].st;
+}
+
+int nv_boot_server_first_dead(const nv_boot_server_t *s) { return s ? s->first_dead : -1; }
+unsigned nv_boot_server_rounds(const nv_boot_server_t *s) { return s ? s->round.seq - 1 : 0; }
+const char *nv_boot_server_addr(const nv_boot_server_t *s) { return s ? s->addr : NULL; }
+int nv_boot_server_fd(const nv_boot_server_t *s) { return s ? s->ep : -1; }
+
+static netvm_status_t make_socket_dir(nv_boot_server_t *s)
+{
+    const char *tmp = getenv("TMPDIR");
+    /* the socket path must fit sun_path; a long TMPDIR falls back to /tmp */
+    if (!tmp || !*tmp || strlen(tmp) > 64)
+        tmp = "/tmp";
+    snprintf(s->dir, sizeof s->dir, "%s/netvm-XXXXXX", tmp);
+    if (!mkdtemp(s->dir)) {           /* mkdtemp makes it 0700 */
+        nv_error("boot: cannot create a directory in %s: %s", tmp, strerror(errno));
+        s->dir[0] = 0;
+        return NETVM_ERR_SYS;
+    }
+    snprintf(s->path, sizeof s->path, "%s/boot", s->dir);
+    snprintf(s->addr, sizeof s->addr, "unix:%s", s->path);
+    return NETVM_OK;
+}
+
+static netvm_status_t listen_on(nv_boot_server_t *s)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", s->path);
+    s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        listen(s->lfd, SOMAXCONN) != 0) {
+        nv_error("boot: cannot listen on %s: %s", s->path, strerror(errno));
+        return NETVM_ERR_SYS;
+    }
+    s->ep = epoll_create1(EPOLL_CLOEXEC);
+    s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct epoll_event lev = { .events = EPOLLIN, .data.ptr = TAG_LISTEN };
+    struct epoll_event tev = { .events = EPOLLIN, .data.ptr = TAG_TIMER };
+    if (s->ep < 0 || s->tfd < 0 || epoll_ctl(s->ep, EPOLL_CTL_ADD, s->lfd, &lev) != 0 ||
+        epoll_ctl(s->ep, EPOLL_CTL_ADD, s->tfd, &tev) != 0) {
+        nv_error("boot: epoll/timerfd: %s", strerror(errno));
+        return NETVM_ERR_SYS;
+    }
+    return NETVM_OK;
+}
+
+netvm_status_t nv_boot_server_create(nv_boot_server_t **out, const struct nv_boot_server_opts *o)
+{
+    if (!out || !o || o->size < 1 || o->size > NV_BOOT_MAX_RANKS || !o->secret || !o->job_id ||
+        !nv_boot_job_id_valid(o->job_id, strlen(o->job_id)))
+        return NETVM_ERR_INVAL;
+    *out = NULL;
+    nv_boot_server_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NETVM_ERR_NOMEM;
+    s->ep = s->lfd = s->tfd = -1;
+    s->size = o->size;
+    s->first_dead = s->first_gone = -1;
+    s->round = (struct round){ .seq = 1, .fail = NETVM_OK };
+    s->hello_timeout_ms = o->hello_timeout_ms > 0 ? o->hello_timeout_ms : DEFAULT_HELLO_TIMEOUT_MS;
+    snprintf(s->job_id, sizeof s->job_id, "%s", o->job_id);
+    memcpy(s->secret, o->secret, NV_BOOT_SECRET_LEN);
+    s->ranks = calloc((size_t)o->size, sizeof *s->ranks);
+    netvm_status_t st = s->ranks ? NETVM_OK : NETVM_ERR_NOMEM;
+    if (st == NETVM_OK)
+        st = make_socket_dir(s);
+    if (st == NETVM_OK)
+        st = listen_on(s);
+    if (st != NETVM_OK) {
+        nv_boot_server_destroy(s);
+        return st;
+    }
+    *out = s;
+    return NETVM_OK;
+}
+
+void nv_boot_server_destroy(nv_boot_server_t *s)
+{
+    if (!s)
+        return;
+    s->destroying = 1;      /* no rank bookkeeping while tearing down */
+    for (struct conn *c = s->conns; c; c = c->next)
+        conn_close(s, c, NULL);
+    reap_gone(s);
+    if (s->lfd >= 0)
+        close(s->lfd);
+    if (s->tfd >= 0)
+        close(s->tfd);
+    if (s->ep >= 0)
+        close(s->ep);
+    if (s->path[0])
+        unlink(s->path);
+    if (s->dir[0] && rmdir(s->dir) != 0)
+        nv_warn("boot: cannot remove %s: %s", s->dir, strerror(errno));
+    free(s->round.data);
+    free(s->ranks);
+    explicit_bzero(s->secret, sizeof s->secret);
+    free(s);
+}
