@@ -210,6 +210,11 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
 netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, int rank)
 {
     int lo = rank < 0 ? 0 : rank, hi = rank < 0 ? ctx->size : rank + 1;
+    unsigned outstanding = 0;
+    for (int p = lo; p < hi; p++)
+        outstanding += atomic_load_explicit(&ctx->peers[p].outstanding, memory_order_acquire);
+    if (!outstanding)
+        return NETVM_OK;   /* the common case: nothing to scan the pool for */
     for (uint32_t i = 0; i < ctx->nreqs; i++) {
         struct netvm_req *r = &ctx->reqs[i];
         uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
