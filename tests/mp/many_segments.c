@@ -70,5 +70,9 @@ int main(void)
     CHECK_OK(netvm_barrier(ctx));
     CHECK_OK(netvm_finalize(ctx));   /* releases the rest */
     free(mem);
+    free(segs);
+    free(handles);
+    free(by_name);
+    free(by_handle);
     return 0;
 }
