@@ -350,6 +350,7 @@ netvm_status_t nv_boot_open(nv_boot_t **boot, const char *addr, int timeout_ms)
         addr = getenv("NETVM_BOOT");
     netvm_status_t st = addr && *addr ? open_member(b, addr) : open_singleton(b);
     if (st != NETVM_OK) {
+        b->broken = 1;      /* no BYE from a process that never joined */
         nv_boot_close(b);
         return st;
     }

@@ -67,7 +67,7 @@ struct conn {
 struct rank_slot {
     enum nv_boot_rank_state st;
     struct conn *conn;            /* while ACTIVE */
-    int          entered;         /* entered the current round */
+    uint16_t     entered;         /* the request type it entered the current round with, or 0 */
 };
 
 struct round {
@@ -442,11 +442,13 @@ static void round_reset(nv_boot_server_t *s)
         s->ranks[i].entered = 0;
 }
 
-static void round_complete(nv_boot_server_t *s)
+/* The reply to a rank that entered the round with a request of type t: each
+ * rank gets the answer to what it asked, even when ranks disagreed. */
+static struct obuf *round_reply(nv_boot_server_t *s, uint16_t t)
 {
     struct round *rd = &s->round;
-    struct nv_boot_msg m = { .type = rd->type == NV_BOOT_MSG_ALLGATHER ? NV_BOOT_MSG_ALLGATHER_RESULT
-                                                                       : NV_BOOT_MSG_BARRIER_DONE };
+    struct nv_boot_msg m = { .type = t == NV_BOOT_MSG_ALLGATHER ? NV_BOOT_MSG_ALLGATHER_RESULT
+                                                                : NV_BOOT_MSG_BARRIER_DONE };
     m.u.result.seq = rd->seq;
     m.u.result.status = rd->fail;
     m.u.result.dead_rank = -1;
@@ -456,33 +458,47 @@ static void round_complete(nv_boot_server_t *s)
     }
     if (m.type == NV_BOOT_MSG_ALLGATHER_RESULT) {
         m.u.result.count = (uint32_t)s->size;
-        m.u.result.each = rd->data ? rd->each : 0;
-        m.u.result.data = rd->data;
-        for (int i = 0; rd->data && i < s->size; i++)
-            if (s->ranks[i].st == NV_BOOT_RANK_LEFT || s->ranks[i].st == NV_BOOT_RANK_DEAD)
-                memset(rd->data + (size_t)i * rd->each, 0, rd->each);
+        if (rd->fail == NETVM_OK && rd->data) {     /* a failed round carries no data */
+            m.u.result.each = rd->each;
+            m.u.result.data = rd->data;
+        }
     }
-    /* sending can fail and close a connection, which marks a rank dead and
-     * would check this very round again */
-    s->completing = 1;
     struct obuf *b = obuf_encode(&m);
     if (!b)
         nv_error("boot: cannot encode the result of collective #%u", rd->seq);
-    nv_debug("boot: collective #%u (%s) complete: %s", rd->seq, nv_boot_msg_type_name(rd->type),
+    nv_debug("boot: collective #%u (%s) complete: %s", rd->seq, nv_boot_msg_type_name(t),
              netvm_strerror(m.u.result.status));
+    return b;
+}
+
+static void round_complete(nv_boot_server_t *s)
+{
+    struct round *rd = &s->round;
+    for (int i = 0; rd->data && i < s->size; i++)
+        if (s->ranks[i].st == NV_BOOT_RANK_LEFT || s->ranks[i].st == NV_BOOT_RANK_DEAD)
+            memset(rd->data + (size_t)i * rd->each, 0, rd->each);
+    /* sending can fail and close a connection, which marks a rank dead and
+     * would check this very round again */
+    s->completing = 1;
+    struct obuf *reply[2] = { NULL, NULL };     /* to ALLGATHER, to BARRIER */
     /* once per connection, not per rank: a connection may one day speak
      * for many ranks */
     for (int i = 0; i < s->size; i++) {
         struct conn *c = s->ranks[i].conn;
-        if (!s->ranks[i].entered || !c || c->replied_seq == rd->seq)
+        uint16_t t = s->ranks[i].entered;
+        if (!t || !c || c->replied_seq == rd->seq)
             continue;
         c->replied_seq = rd->seq;
-        if (b)
-            conn_send(s, c, b);
+        struct obuf **b = &reply[t == NV_BOOT_MSG_BARRIER];
+        if (!*b)
+            *b = round_reply(s, t);
+        if (*b)
+            conn_send(s, c, *b);
         else
             conn_close(s, c, "out of memory");
     }
-    obuf_put(b);
+    obuf_put(reply[0]);
+    obuf_put(reply[1]);
     round_reset(s);
     s->completing = 0;
 }
@@ -531,7 +547,7 @@ static void round_enter(nv_boot_server_t *s, struct conn *c, const struct nv_boo
     }
     if (rd->fail == NETVM_OK && rd->data && each)
         memcpy(rd->data + (size_t)c->rank * each, m->u.coll.data, each);
-    r->entered = 1;
+    r->entered = m->type;
     rd->entered++;
     round_check(s);
 }

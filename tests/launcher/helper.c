@@ -1,0 +1,101 @@
+/* The rank program that launcher_test.py starts through `netvm run`; the
+ * first argument picks what every rank does:
+ *   env            print what the launcher told this rank
+ *   exit R CODE    rank R exits with CODE, the others with 0
+ *   kill R         rank R SIGKILLs itself after a barrier; the others enter
+ *                  a second barrier, then sleep (the launcher must end them)
+ *   killkg R       as kill, but the others report the second barrier's
+ *                  status and exit 0 (for --keep-going)
+ *   lines          write lines to stdout and stderr, and a last partial line
+ *   sleep          report "ready PID" and sleep until killed
+ *   stubborn       as sleep, ignoring SIGINT and SIGTERM */
+#include "check.h"
+#include "boot/boot.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static nv_boot_t *boot_open(void)
+{
+    nv_boot_t *b;
+    CHECK_OK(nv_boot_open(&b, NULL, 20000));
+    check_rank = nv_boot_rank(b);
+    return b;
+}
+
+/* stdout is a pipe under the tests: flush each line as it is said */
+#define say(...) do { printf(__VA_ARGS__); fflush(stdout); } while (0)
+
+static void sleep_forever(void)
+{
+    for (int i = 0; i < 60; i++)
+        sleep(1);
+    say("rank %d survived\n", check_rank);
+    exit(3);
+}
+
+int main(int argc, char **argv)
+{
+    alarm(90);
+    const char *mode = argc > 1 ? argv[1] : "";
+    int rank = getenv("NETVM_RANK") ? atoi(getenv("NETVM_RANK")) : 0;
+    int arg = argc > 2 ? atoi(argv[2]) : 0;
+
+    if (!strcmp(mode, "env")) {
+        nv_boot_t *b = boot_open();
+        const char *secret = getenv("NETVM_SECRET"), *addr = getenv("NETVM_BOOT");
+        CHECK(secret && strlen(secret) == 64 && strspn(secret, "0123456789abcdef") == 64);
+        CHECK(addr && !strncmp(addr, "unix:", 5));
+        printf("rank %d size %d job %s secret %s boot %s\n", nv_boot_rank(b), nv_boot_size(b),
+               nv_boot_job_id(b), secret, addr);
+        fflush(stdout);
+        CHECK_OK(nv_boot_barrier(b));
+        nv_boot_close(b);
+        return 0;
+    }
+    if (!strcmp(mode, "exit"))
+        return rank == arg ? atoi(argv[3]) : 0;
+    if (!strcmp(mode, "kill") || !strcmp(mode, "killkg")) {
+        nv_boot_t *b = boot_open();
+        CHECK_OK(nv_boot_barrier(b));
+        if (rank == arg) {
+            say("rank %d dying\n", rank);
+            raise(SIGKILL);
+        }
+        netvm_status_t st = nv_boot_barrier(b);
+        if (!strcmp(mode, "kill"))
+            sleep_forever();
+        CHECK_ST(st, NETVM_ERR_PEER);
+        CHECK(nv_boot_dead_rank(b) == arg);
+        /* and the next collective does not hang either */
+        uint32_t v = (uint32_t)rank + 100, all[64] = { 0 };
+        CHECK(nv_boot_size(b) <= 64);
+        CHECK_ST(nv_boot_allgather(b, &v, sizeof v, all), NETVM_ERR_PEER);
+        for (int r = 0; r < nv_boot_size(b); r++)
+            CHECK(all[r] == (r == arg ? 0u : (uint32_t)r + 100));
+        say("rank %d saw rank %d gone\n", rank, nv_boot_dead_rank(b));
+        nv_boot_close(b);
+        return 0;
+    }
+    if (!strcmp(mode, "lines")) {
+        printf("out 1\nout 2\n");
+        fflush(stdout);
+        fprintf(stderr, "err 1\n");
+        printf("tail without newline");
+        return 0;
+    }
+    if (!strcmp(mode, "sleep") || !strcmp(mode, "stubborn")) {
+        if (!strcmp(mode, "stubborn")) {
+            signal(SIGINT, SIG_IGN);
+            signal(SIGTERM, SIG_IGN);
+        }
+        nv_boot_t *b = boot_open();
+        say("ready %d %d\n", (int)getpid(), rank);
+        sleep_forever();
+        nv_boot_close(b);
+    }
+    fprintf(stderr, "helper: unknown mode '%s'\n", mode);
+    return 2;
+}
