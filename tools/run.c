@@ -331,9 +331,10 @@ static void signal_job(struct job *j, int sig)
         return;
     /* while a rank is unreaped the group id cannot be reused */
     killpg(j->pgid, sig);
-    /* and ranks that moved to a group of their own */
+    /* ranks that moved to a group of their own; only those, so that a rank
+     * with a handler is not signalled twice */
     for (int r = 0; r < j->np; r++)
-        if (j->ranks[r].pid > 0 && !j->ranks[r].reaped)
+        if (j->ranks[r].pid > 0 && !j->ranks[r].reaped && getpgid(j->ranks[r].pid) != j->pgid)
             kill(j->ranks[r].pid, sig);
 }
 

@@ -7,14 +7,19 @@
  *   killkg R       as kill, but the others report the second barrier's
  *                  status and exit 0 (for --keep-going)
  *   lines          write lines to stdout and stderr, and a last partial line
+ *   intrude        rank 0 sends garbage and a forged HELLO to the job's boot
+ *                  socket; then every rank checks the job still works
  *   sleep          report "ready PID" and sleep until killed
  *   stubborn       as sleep, ignoring SIGINT and SIGTERM */
 #include "check.h"
 #include "boot/boot.h"
+#include "wire/boot_msg.h"
 
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static nv_boot_t *boot_open(void)
@@ -36,6 +41,48 @@ static void sleep_forever(void)
     exit(3);
 }
 
+static int connect_boot(void)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", getenv("NETVM_BOOT") + 5);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    struct timeval tv = { .tv_sec = 10 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* What a stranger on the boot socket gets: nothing but a refusal. */
+static void intrude(void)
+{
+    uint8_t buf[512];
+    int fd = connect_boot();
+    CHECK(send(fd, "garbage garbage garbage", 23, MSG_NOSIGNAL) == 23);
+    CHECK(recv(fd, buf, sizeof buf, 0) <= 0);       /* closed (or reset) on us */
+    close(fd);
+
+    uint8_t forged[NV_BOOT_SECRET_LEN] = { 0 };
+    const char *job = getenv("NETVM_JOB_ID");
+    struct nv_boot_msg m = { .type = NV_BOOT_MSG_HELLO };
+    m.u.hello.rank = 1;
+    m.u.hello.size = atoi(getenv("NETVM_SIZE"));
+    m.u.hello.auth = NV_BOOT_AUTH_SECRET;
+    m.u.hello.job_id = job;
+    m.u.hello.job_id_len = (uint16_t)strlen(job);
+    m.u.hello.proof = forged;
+    m.u.hello.proof_len = sizeof forged;
+    fd = connect_boot();
+    size_t n = nv_boot_msg_encode(&m, buf, sizeof buf);
+    CHECK(n > 0 && send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n);
+    size_t flen;
+    const char *why;
+    ssize_t got = recv(fd, buf, sizeof buf, MSG_WAITALL);
+    CHECK(got > 0);
+    CHECK(nv_boot_frame_decode(buf, (size_t)got, NV_BOOT_MAX_PAYLOAD, &m, &flen, &why) == NV_BOOT_RC_OK);
+    CHECK(m.type == NV_BOOT_MSG_RESULT && m.u.result.status == NETVM_ERR_BOOT);
+    close(fd);
+}
+
 int main(int argc, char **argv)
 {
     alarm(90);
@@ -51,6 +98,19 @@ int main(int argc, char **argv)
         printf("rank %d size %d job %s secret %s boot %s\n", nv_boot_rank(b), nv_boot_size(b),
                nv_boot_job_id(b), secret, addr);
         fflush(stdout);
+        CHECK_OK(nv_boot_barrier(b));
+        nv_boot_close(b);
+        return 0;
+    }
+    if (!strcmp(mode, "intrude")) {
+        nv_boot_t *b = boot_open();
+        if (rank == 0)
+            intrude();
+        uint32_t v = (uint32_t)rank, all[64];
+        CHECK(nv_boot_size(b) <= 64);
+        CHECK_OK(nv_boot_allgather(b, &v, sizeof v, all));
+        for (int r = 0; r < nv_boot_size(b); r++)
+            CHECK(all[r] == (uint32_t)r);
         CHECK_OK(nv_boot_barrier(b));
         nv_boot_close(b);
         return 0;
