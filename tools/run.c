@@ -243,7 +243,8 @@ static void free_environment(char **envp)
 
 /* --- starting the ranks ----------------------------------------------------- */
 
-/* In the child, between fork and exec: only async-signal-safe calls. */
+/* In the child, between fork and exec. The launcher has one thread, so the
+ * child may call what it likes; it still keeps to plain system calls. */
 static void child_exec(const struct job *j, int rank, char **envp, int out_fd, int err_fd)
 {
     sigprocmask(SIG_SETMASK, &j->old_mask, NULL);
@@ -269,8 +270,11 @@ static void child_exec(const struct job *j, int rank, char **envp, int out_fd, i
         }
     }
     execve(j->path, j->argv, envp);
-    static const char msg[] = "netvm run: exec failed\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    /* rare, since the program was checked before any fork (it changed since) */
+    char msg[512];
+    int n = snprintf(msg, sizeof msg, "netvm run: rank %d: cannot execute %s: %s\n", rank, j->path,
+                     strerror(errno));
+    ssize_t w = write(STDERR_FILENO, msg, n > 0 && (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
     (void)w;
     _exit(EXIT_NOEXEC);
 }
