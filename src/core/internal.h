@@ -37,9 +37,9 @@ enum { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_DONE };
 struct netvm_req {
     _Atomic uint32_t state;    /* NV_REQ_*; also the futex word a sleeping waiter waits on */
     _Atomic uint32_t waiting;  /* a thread sleeps on state */
-    uint16_t         gen;      /* matches replies to this use of the slot */
+    _Atomic uint16_t gen;      /* matches replies to this use of the slot */
     uint16_t         index;
-    int              rank;
+    _Atomic int      rank;     /* atomics: a stale reply may read them while the slot is reused */
     netvm_status_t   status;
     uint64_t        *result;
     uint64_t         issued_ns;
@@ -93,12 +93,16 @@ netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, int rank);
 /* req.c */
 netvm_status_t     nv_req_pool_init(netvm_ctx_t *ctx, uint32_t n);
 void               nv_req_pool_fini(netvm_ctx_t *ctx);
-struct netvm_req  *nv_req_alloc(netvm_ctx_t *ctx, int rank);
+/* A pending request to rank; result (may be NULL) receives the value. */
+struct netvm_req  *nv_req_alloc(netvm_ctx_t *ctx, int rank, uint64_t *result);
 void               nv_req_free(struct netvm_req *req);
 /* Complete a pending request exactly once (from any thread); 0 if it was not pending. */
 int                nv_req_complete(struct netvm_req *req, netvm_status_t st, uint64_t result);
 struct netvm_req  *nv_req_lookup(netvm_ctx_t *ctx, uint32_t id);
-static inline uint32_t nv_req_id(const struct netvm_req *r) { return (uint32_t)r->gen << 16 | r->index; }
+static inline uint32_t nv_req_id(const struct netvm_req *r)
+{
+    return (uint32_t)atomic_load_explicit(&r->gen, memory_order_relaxed) << 16 | r->index;
+}
 
 static inline struct nv_link *nv_link_to(netvm_ctx_t *ctx, int rank) { return ctx->peers[rank].link; }
 

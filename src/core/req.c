@@ -3,6 +3,7 @@
  * (MPI_THREAD_SERIALIZED); completion may come from the progress thread. */
 #define _GNU_SOURCE
 #include "core/internal.h"
+#include "util/time.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -31,16 +32,17 @@ void nv_req_pool_fini(netvm_ctx_t *ctx)
     ctx->reqs = NULL;
 }
 
-struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, int rank)
+struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, int rank, uint64_t *result)
 {
     if (ctx->free_req >= ctx->nreqs)
         return NULL;
     struct netvm_req *r = &ctx->reqs[ctx->free_req];
     ctx->free_req = r->next_free;
-    r->gen++;
-    r->rank = rank;
+    atomic_fetch_add_explicit(&r->gen, 1, memory_order_relaxed);
+    atomic_store_explicit(&r->rank, rank, memory_order_relaxed);
     r->status = NETVM_OK;
-    r->result = NULL;
+    r->result = result;
+    r->issued_ns = nv_now_ns();
     atomic_store_explicit(&r->waiting, 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&ctx->peers[rank].outstanding, 1, memory_order_relaxed);
     atomic_store_explicit(&r->state, NV_REQ_PENDING, memory_order_release);
@@ -77,7 +79,7 @@ struct netvm_req *nv_req_lookup(netvm_ctx_t *ctx, uint32_t id)
     if (index >= ctx->nreqs)
         return NULL;
     struct netvm_req *r = &ctx->reqs[index];
-    return r->gen == (uint16_t)(id >> 16) ? r : NULL;
+    return atomic_load_explicit(&r->gen, memory_order_relaxed) == (uint16_t)(id >> 16) ? r : NULL;
 }
 
 netvm_status_t netvm_test(netvm_req_t **reqp, int *done)

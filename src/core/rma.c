@@ -72,14 +72,14 @@ netvm_status_t netvm_get_nb(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size
 }
 
 /* Wait for a free request and a credit towards rank. */
-static netvm_status_t reserve(netvm_ctx_t *ctx, int rank, struct netvm_req **out)
+static netvm_status_t reserve(netvm_ctx_t *ctx, int rank, uint64_t *result, struct netvm_req **out)
 {
     struct nv_peer *p = &ctx->peers[rank];
     for (;;) {
         if (atomic_load(&p->dead))
             return NETVM_ERR_PEER;
         if (atomic_load_explicit(&p->outstanding, memory_order_acquire) < ctx->credits) {
-            struct netvm_req *r = nv_req_alloc(ctx, rank);
+            struct netvm_req *r = nv_req_alloc(ctx, rank, result);
             if (r) {
                 *out = r;
                 return NETVM_OK;
@@ -117,11 +117,9 @@ netvm_status_t netvm_atomic_nb(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off,
         return st;
     }
     struct netvm_req *q;
-    st = reserve(ctx, r->d.rank, &q);
+    st = reserve(ctx, r->d.rank, result, &q);
     if (st != NETVM_OK)
         return st;
-    q->result = result;
-    q->issued_ns = nv_now_ns();
     struct nv_am m = { .kind = NV_AM_ATOMIC, .op = (uint8_t)op, .src_rank = ctx->rank,
                        .req_id = nv_req_id(q), .slot = r->d.slot, .key = r->d.key,
                        .off = off, .operand = operand, .compare = compare };

@@ -63,8 +63,8 @@ int main(void)
     CHECK_OK(netvm_flush(ctx, friend));
     /* collectives report the death instead of hanging */
     CHECK_ST(netvm_barrier(ctx), NETVM_ERR_PEER);
-    CHECK(priv[1] == 1000);
-    CHECK(priv[2 + friend] == 42);
+    CHECK(__atomic_load_n(&priv[1], __ATOMIC_SEQ_CST) == 1000);
+    CHECK(__atomic_load_n(&priv[2 + friend], __ATOMIC_SEQ_CST) == 42);
     printf("survivor %d ok\n", rank);
     CHECK_OK(netvm_finalize(ctx));
     return 0;
