@@ -94,6 +94,7 @@ struct nv_boot_server {
     struct conn      *conns;
     int               npending;
     struct rank_slot *ranks;
+    int               nwaiting;       /* ranks that may still connect */
     int               first_dead;
     int               first_gone;     /* first rank dead or left: what PEER names */
     struct round      round;
@@ -212,11 +213,37 @@ static void conn_refuse(nv_boot_server_t *s, struct conn *c, netvm_status_t st, 
 
 /* --- connections -------------------------------------------------------- */
 
+/* Once no rank can still join, nobody has any business connecting: stop
+ * listening and remove the socket and its directory at once, so that even a
+ * launcher killed by SIGKILL leaves nothing behind once its job has started. */
+static void stop_listening(nv_boot_server_t *s)
+{
+    if (s->lfd >= 0) {
+        if (!s->accept_paused)
+            epoll_ctl(s->ep, EPOLL_CTL_DEL, s->lfd, NULL);
+        close(s->lfd);
+        s->lfd = -1;
+    }
+    if (s->path[0])
+        unlink(s->path);
+    if (s->dir[0] && rmdir(s->dir) != 0)
+        nv_warn("boot: cannot remove %s: %s", s->dir, strerror(errno));
+    s->path[0] = s->dir[0] = 0;
+}
+
+static void rank_settled(nv_boot_server_t *s)
+{
+    if (--s->nwaiting == 0)
+        stop_listening(s);
+}
+
 static void rank_gone(nv_boot_server_t *s, int rank, enum nv_boot_rank_state st)
 {
     struct rank_slot *r = &s->ranks[rank];
     if (r->st == NV_BOOT_RANK_LEFT || r->st == NV_BOOT_RANK_DEAD)
         return;
+    if (r->st == NV_BOOT_RANK_WAITING)
+        rank_settled(s);
     r->st = st;
     r->conn = NULL;
     if (st == NV_BOOT_RANK_DEAD && s->first_dead < 0)
@@ -240,7 +267,7 @@ static void conn_close(nv_boot_server_t *s, struct conn *c, const char *why)
         s->npending--;
     if (s->destroying)
         return;
-    if (s->accept_paused) {
+    if (s->accept_paused && s->lfd >= 0) {
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = TAG_LISTEN };
         if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->lfd, &ev) == 0)
             s->accept_paused = 0;
@@ -279,7 +306,7 @@ static void reap_gone(nv_boot_server_t *s)
 
 static void accept_all(nv_boot_server_t *s)
 {
-    for (;;) {
+    while (s->lfd >= 0) {
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -429,6 +456,7 @@ static void handle_hello(nv_boot_server_t *s, struct conn *c, const struct nv_bo
     r->conn = c;
     nv_debug("boot: rank %d (pid %d) joined", c->rank, (int)c->pid);
     send_result(s, c, NETVM_OK);
+    rank_settled(s);
 }
 
 /* --- collectives ---------------------------------------------------------- */
@@ -718,6 +746,7 @@ netvm_status_t nv_boot_server_create(nv_boot_server_t **out, const struct nv_boo
         return NETVM_ERR_NOMEM;
     s->ep = s->lfd = s->tfd = -1;
     s->size = o->size;
+    s->nwaiting = o->size;
     s->first_dead = s->first_gone = -1;
     s->round = (struct round){ .seq = 1, .fail = NETVM_OK };
     s->hello_timeout_ms = o->hello_timeout_ms > 0 ? o->hello_timeout_ms : DEFAULT_HELLO_TIMEOUT_MS;
@@ -745,16 +774,11 @@ void nv_boot_server_destroy(nv_boot_server_t *s)
     for (struct conn *c = s->conns; c; c = c->next)
         conn_close(s, c, NULL);
     reap_gone(s);
-    if (s->lfd >= 0)
-        close(s->lfd);
+    stop_listening(s);
     if (s->tfd >= 0)
         close(s->tfd);
     if (s->ep >= 0)
         close(s->ep);
-    if (s->path[0])
-        unlink(s->path);
-    if (s->dir[0] && rmdir(s->dir) != 0)
-        nv_warn("boot: cannot remove %s: %s", s->dir, strerror(errno));
     free(s->round.data);
     free(s->ranks);
     explicit_bzero(s->secret, sizeof s->secret);

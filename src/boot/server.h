@@ -41,7 +41,8 @@ enum nv_boot_rank_state {
 };
 
 /* Creates a fresh 0700 directory under $TMPDIR (else /tmp) with the
- * listening socket in it. */
+ * listening socket in it. Both are removed as soon as every rank has joined
+ * or gone (nobody else may connect after that), else by destroy. */
 netvm_status_t nv_boot_server_create(nv_boot_server_t **srv, const struct nv_boot_server_opts *opts);
 /* Closes every connection and removes the socket and its directory. */
 void           nv_boot_server_destroy(nv_boot_server_t *srv);

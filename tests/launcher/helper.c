@@ -7,8 +7,9 @@
  *   killkg R       as kill, but the others report the second barrier's
  *                  status and exit 0 (for --keep-going)
  *   lines          write lines to stdout and stderr, and a last partial line
- *   intrude        rank 0 sends garbage and a forged HELLO to the job's boot
- *                  socket; then every rank checks the job still works
+ *   intrude        rank 0, before it joins, sends garbage and a forged HELLO
+ *                  to the job's boot socket; then every rank checks the job
+ *                  still works
  *   sleep          report "ready PID" and sleep until killed
  *   stubborn       as sleep, ignoring SIGINT and SIGTERM */
 #include "check.h"
@@ -103,9 +104,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(mode, "intrude")) {
-        nv_boot_t *b = boot_open();
+        /* before joining: once every rank has joined, nobody can connect */
         if (rank == 0)
             intrude();
+        nv_boot_t *b = boot_open();
         uint32_t v = (uint32_t)rank, all[64];
         CHECK(nv_boot_size(b) <= 64);
         CHECK_OK(nv_boot_allgather(b, &v, sizeof v, all));

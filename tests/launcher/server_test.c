@@ -99,14 +99,33 @@ static int read_exact(int fd, uint8_t *buf, size_t n)
     return 1;
 }
 
-static int raw_connect(void)
+static int try_connect(void)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", nv_boot_server_addr(srv) + 5);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     CHECK(fd >= 0);
-    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
     return fd;
+}
+
+static int raw_connect(void)
+{
+    int fd = try_connect();
+    CHECK(fd >= 0);
+    return fd;
+}
+
+static int dir_exists(void)
+{
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s", nv_boot_server_addr(srv) + 5);
+    *strrchr(dir, '/') = 0;
+    struct stat st;
+    return stat(dir, &st) == 0;
 }
 
 static void raw_send(int fd, const void *buf, size_t len)
@@ -389,13 +408,42 @@ static void dead_rank(void)
         CHECK(got[0] == va && got[1] == vb && got[2] == 0);
         free(frame);
     }
-    /* a dead rank cannot come back */
-    int again = raw_connect();
-    struct nv_boot_msg h = hello_msg(2, 3);
-    send_msg(again, &h);
-    expect_closed(again, 1);
     close(a);
     close(b);
+    stop();
+}
+
+/* While some rank may still join, the socket stays; a rank that died
+ * cannot come back; once nobody can join, the socket and its directory go. */
+static void settling(void)
+{
+    start(3, 0);
+    int a = join(0, 3), b = join(1, 3);
+    close(b);
+    pump(20);
+    CHECK(nv_boot_server_rank_state(srv, 1) == NV_BOOT_RANK_DEAD);
+    int again = raw_connect();
+    struct nv_boot_msg h = hello_msg(1, 3);
+    send_msg(again, &h);
+    expect_closed(again, 1);
+    CHECK(dir_exists());
+    int c = join(2, 3);
+    CHECK(!dir_exists());
+    CHECK(try_connect() < 0);
+    enter_barrier(a, 1);
+    enter_barrier(c, 1);
+    expect_done(a, 1, NETVM_ERR_PEER, 1);
+    expect_done(c, 1, NETVM_ERR_PEER, 1);
+    close(a);
+    close(c);
+    stop();
+
+    /* ranks that end before joining settle too */
+    start(2, 0);
+    nv_boot_server_rank_exited(srv, 0, 1);
+    CHECK(dir_exists());
+    nv_boot_server_rank_exited(srv, 1, 0);
+    CHECK(!dir_exists());
     stop();
 }
 
@@ -515,6 +563,7 @@ int main(void)
     refuses_bad_clients();
     collectives();
     dead_rank();
+    settling();
     dead_after_entering();
     launcher_reports();
     mismatch_and_protocol_errors();
