@@ -17,6 +17,7 @@ static void load_settings(netvm_ctx_t *ctx, const netvm_config_t *cfg, struct nv
                                             : (int)nv_config_long("NETVM_TIMEOUT", 1, 86400000);
     ctx->timeout_ns = (uint64_t)*timeout_ms * 1000000ull;
     ctx->spin_ns = (uint64_t)nv_config_long("NETVM_SPIN_US", 0, 10000000) * 1000ull;
+    ctx->linger_ns = (uint64_t)nv_config_long("NETVM_PROGRESS_LINGER_US", 0, 10000000) * 1000ull;
     ctx->have_thread = cfg && cfg->no_progress_thread ? 0 : (int)nv_config_long("NETVM_PROGRESS_THREAD", 0, 1);
     sp->max_segments = (uint32_t)nv_config_long("NETVM_MAX_SEGMENTS", 1, 1 << 20);
     sp->use_mapping = (int)nv_config_long("NETVM_SHM_MAPPED", 0, 1);

@@ -78,6 +78,7 @@ struct netvm_ctx {
 
     uint64_t         timeout_ns;
     uint64_t         spin_ns;
+    uint64_t         linger_ns;  /* the progress thread polls this long after work before sleeping */
 };
 
 /* progress.c */

@@ -50,7 +50,8 @@ static void serve_atomic(netvm_ctx_t *ctx, const struct nv_am *m)
     reply.status = (uint16_t)st;
     uint8_t buf[NV_AM_SIZE];
     nv_am_encode(&reply, buf);
-    if (ctx->peers[m->src_rank].link->ops->am_send(ctx->peers[m->src_rank].link, m->src_rank, buf) != NETVM_OK)
+    struct nv_link *l = ctx->peers[m->src_rank].link;
+    if (l->ops->am_send(l, m->src_rank, buf, NV_AM_SEND_REPLY) != NETVM_OK)
         nv_debug("reply to rank %d dropped: it is gone", m->src_rank);
 }
 
@@ -100,7 +101,15 @@ static void *progress_main(void *arg)
     struct nv_link *l = ctx->shm;
     struct epoll_event ev[16];
     for (;;) {
-        l->ops->poll(l);
+        /* after a wake-up, linger: a burst of requests then costs one
+         * wake-up, not one each */
+        uint64_t until = nv_now_ns() + ctx->linger_ns;
+        do {
+            if (l->ops->poll(l))
+                until = nv_now_ns() + ctx->linger_ns;
+            else
+                nv_cpu_relax();
+        } while (ctx->linger_ns && nv_now_ns() < until);
         if (l->ops->sleep_prepare(l))
             continue;
         int n = epoll_wait(ctx->epfd, ev, 16, -1);
@@ -190,12 +199,15 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
     }
     /* sleep: the progress thread completes the request and wakes us */
     while (!req_done(r)) {
+        if (l->ops->reply_wait_enter(l))
+            l->ops->poll(l);
         atomic_store_explicit(&r->waiting, 1, memory_order_seq_cst);
         uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
         if (s != NV_REQ_DONE) {
             struct timespec slice = { 0, 10 * 1000 * 1000 };
             syscall(SYS_futex, &r->state, FUTEX_WAIT_PRIVATE, s, &slice, NULL, 0);
         }
+        l->ops->reply_wait_leave(l);
         if (!req_done(r)) {
             check_peer(ctx, r->rank);
             if (nv_now_ns() - r->issued_ns > ctx->timeout_ns) {

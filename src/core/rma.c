@@ -125,7 +125,7 @@ netvm_status_t netvm_atomic_nb(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off,
                        .off = off, .operand = operand, .compare = compare };
     uint8_t buf[NV_AM_SIZE];
     nv_am_encode(&m, buf);
-    st = r->link->ops->am_send(r->link, r->d.rank, buf);
+    st = r->link->ops->am_send(r->link, r->d.rank, buf, 0);
     if (st != NETVM_OK) {
         nv_req_complete(q, st, 0);
         nv_req_free(q);

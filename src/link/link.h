@@ -83,8 +83,11 @@ struct nv_link_ops {
                              netvm_atomic_op_t op, uint64_t operand, uint64_t compare,
                              uint64_t *result);
 
-    /* deliver an NV_AM_SIZE-byte active message to rank's progress engine */
-    netvm_status_t (*am_send)(struct nv_link *l, int rank, const uint8_t *msg);
+    /* deliver an NV_AM_SIZE-byte active message to rank's progress engine;
+     * with NV_AM_SEND_REPLY the receiver is woken only if a thread of it
+     * sleeps waiting for replies (a reply is otherwise picked up by the
+     * thread that polls for it) */
+    netvm_status_t (*am_send)(struct nv_link *l, int rank, const uint8_t *msg, unsigned flags);
 
     /* run upcalls for everything that arrived; returns how many */
     int  (*poll)(struct nv_link *l);
@@ -99,6 +102,11 @@ struct nv_link_ops {
     /* returns 0 if the caller may sleep; nonzero if work arrived meanwhile */
     int  (*sleep_prepare)(struct nv_link *l);
     void (*sleep_done)(struct nv_link *l);
+    /* an application thread is about to sleep until a reply completes its
+     * request (replies must wake the progress thread now), and has woken;
+     * reply_wait_enter returns nonzero if messages already wait (poll first) */
+    int  (*reply_wait_enter)(struct nv_link *l);
+    void (*reply_wait_leave)(struct nv_link *l);
 
     /* fence the link's own pipeline to rank (rank < 0: all) */
     netvm_status_t (*flush)(struct nv_link *l, int rank);
@@ -107,6 +115,8 @@ struct nv_link_ops {
 
     void (*destroy)(struct nv_link *l);
 };
+
+enum { NV_AM_SEND_REPLY = 1u << 0 };
 
 struct nv_link {
     const struct nv_link_ops *ops;

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define NV_SHM_MAGIC   0x314b4c424d564e4eull   /* "NNVMBLK1" */
-#define NV_SHM_VERSION 1
+#define NV_SHM_VERSION 2
 #define NV_SHM_NAME_MAX 64
 #define NV_CACHELINE 64
 
@@ -60,6 +60,7 @@ struct nv_shm_hdr {
      * which make the doorbell unnecessary */
     _Atomic uint32_t sleeping __attribute__((aligned(NV_CACHELINE)));
     _Atomic uint32_t pollers;
+    _Atomic uint32_t reply_sleepers;   /* threads asleep until a reply arrives */
     /* odd while this process is inside a direct access to some peer */
     _Atomic uint64_t op_seq __attribute__((aligned(NV_CACHELINE)));
 };

@@ -17,7 +17,7 @@
 
 #define RING_SIZE 4096u
 
-static netvm_status_t shm_am_send(struct nv_link *l, int rank, const uint8_t *msg);
+static netvm_status_t shm_am_send(struct nv_link *l, int rank, const uint8_t *msg, unsigned flags);
 static int  shm_poll(struct nv_link *l);
 static void shm_poll_enter(struct nv_link *l);
 static void shm_poll_leave(struct nv_link *l);
@@ -25,6 +25,8 @@ static netvm_status_t shm_epoll_add(struct nv_link *l, int epfd);
 static void shm_epoll_event(struct nv_link *l, void *token);
 static int  shm_sleep_prepare(struct nv_link *l);
 static void shm_sleep_done(struct nv_link *l);
+static int  shm_reply_wait_enter(struct nv_link *l);
+static void shm_reply_wait_leave(struct nv_link *l);
 static netvm_status_t shm_flush(struct nv_link *l, int rank);
 static int  shm_peer_dead(struct nv_link *l, int rank);
 static void shm_destroy(struct nv_link *l);
@@ -46,6 +48,8 @@ static const struct nv_link_ops shm_ops = {
     .epoll_event = shm_epoll_event,
     .sleep_prepare = shm_sleep_prepare,
     .sleep_done = shm_sleep_done,
+    .reply_wait_enter = shm_reply_wait_enter,
+    .reply_wait_leave = shm_reply_wait_leave,
     .flush = shm_flush,
     .peer_dead = shm_peer_dead,
     .destroy = shm_destroy,
@@ -185,12 +189,15 @@ netvm_status_t nv_shm_link_connect(struct nv_link *l, const struct nv_shm_card *
     return NETVM_OK;
 }
 
-static void ring_doorbell(struct shm_peer *pe)
+static void ring_doorbell(struct shm_peer *pe, unsigned flags)
 {
     struct nv_shm_hdr *h = pe->hdr;
-    /* the push above and this load are ordered by the fence, pairing with
-     * the consumer's store to sleeping and re-check of the ring */
+    /* the push above and these loads are ordered by the fence, pairing with
+     * the consumer's stores to sleeping / reply_sleepers and its re-check of
+     * the ring */
     atomic_thread_fence(memory_order_seq_cst);
+    if ((flags & NV_AM_SEND_REPLY) && !atomic_load_explicit(&h->reply_sleepers, memory_order_relaxed))
+        return;
     if (atomic_load_explicit(&h->sleeping, memory_order_relaxed) &&
         !atomic_load_explicit(&h->pollers, memory_order_relaxed) &&
         atomic_exchange_explicit(&h->sleeping, 0, memory_order_acq_rel)) {
@@ -200,7 +207,7 @@ static void ring_doorbell(struct shm_peer *pe)
     }
 }
 
-static netvm_status_t shm_am_send(struct nv_link *l, int rank, const uint8_t *msg)
+static netvm_status_t shm_am_send(struct nv_link *l, int rank, const uint8_t *msg, unsigned flags)
 {
     struct shm_link *s = shm_of(l);
     struct shm_peer *pe = &s->peers[rank];
@@ -210,10 +217,10 @@ static netvm_status_t shm_am_send(struct nv_link *l, int rank, const uint8_t *ms
         if (shm_peer_dead(l, rank))
             return NETVM_ERR_PEER;
         shm_poll(l);
-        ring_doorbell(pe);
+        ring_doorbell(pe, 0);
         sched_yield();
     }
-    ring_doorbell(pe);
+    ring_doorbell(pe, flags);
     return NETVM_OK;
 }
 
@@ -297,6 +304,19 @@ static int shm_sleep_prepare(struct nv_link *l)
 static void shm_sleep_done(struct nv_link *l)
 {
     atomic_store_explicit(&shm_of(l)->self->sleeping, 0, memory_order_relaxed);
+}
+
+static int shm_reply_wait_enter(struct nv_link *l)
+{
+    struct nv_shm_hdr *h = shm_of(l)->self;
+    atomic_fetch_add_explicit(&h->reply_sleepers, 1, memory_order_seq_cst);
+    /* a reply pushed before the increment did not ring: look for it */
+    return nv_shm_ring_nonempty(h);
+}
+
+static void shm_reply_wait_leave(struct nv_link *l)
+{
+    atomic_fetch_sub_explicit(&shm_of(l)->self->reply_sleepers, 1, memory_order_relaxed);
 }
 
 static netvm_status_t shm_flush(struct nv_link *l, int rank)
