@@ -8,6 +8,10 @@ have cc    || need+=(gcc)
 have cmake || need+=(cmake)
 have ninja || need+=(ninja-build)
 have python3 || need+=(python3)
+# libcrypto (HMAC-SHA-256 for authentication over tcp) and its headers
+[ -f /usr/include/openssl/evp.h ] || need+=(libssl-dev)
+# ip(8): the multi-host tests build network namespaces joined by veth pairs
+have ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
 if [ "${1:-}" = "--peers" ]; then
   have ucx_perftest || need+=(ucx-utils)
   have oshcc        || need+=(openmpi-bin libopenmpi-dev)
