@@ -15,10 +15,22 @@
  * seq counts the collectives a rank has entered, from 1, so a client and the
  * server that disagree about which collective is running notice it.
  *
- * Authentication is a scheme number plus opaque proof bytes, so a transport
- * that needs challenge-response (tcp: a server nonce, proof = HMAC(secret,
- * nonce || rank || job)) adds a scheme and a CHALLENGE type without changing
- * HELLO's layout. */
+ * Between launchers (a multi-host job: node launchers meet the hub, node 0's
+ * launcher, at the tcp rendezvous; src/boot/node_auth.h says what the proofs
+ * are):
+ *   hub  -> CHALLENGE(nonce)       as soon as the connection is accepted
+ *   node -> NODE_HELLO(node, nnodes, nlocal, flags, nonce, proof)
+ *   hub  -> WELCOME(status, job id, proof, text)  or closes without a word
+ *   hub  -> START                  once every node has joined
+ *   node -> ENTER(rank, seq, collective, bytes)   a local rank's collective
+ *   hub  -> ALLGATHER_RESULT / BARRIER_DONE       once per round the node is in
+ *   node -> RANK_GONE(rank, left|dead)
+ *   node -> FAILED(rank, code, text)  a local rank failed (or the node gave up)
+ *   hub  -> ABORT(rank, node, code, text)  the job is over: tear down
+ *   node -> NODE_DONE(code)        its ranks have all ended; then it closes
+ * Authentication is a scheme number plus proof bytes: scheme SECRET on the
+ * private unix socket, scheme HMAC (challenge-response, the secret never
+ * travels) over tcp. */
 #ifndef NV_WIRE_BOOT_MSG_H
 #define NV_WIRE_BOOT_MSG_H
 
@@ -33,9 +45,15 @@
 #define NV_BOOT_JOB_ID_MAX   64             /* bytes of [A-Za-z0-9._-] */
 #define NV_BOOT_PROOF_MAX    64
 #define NV_BOOT_MAX_RANKS    (1 << 20)
-/* A HELLO is small; a server reads no more than this from a peer that has not
- * authenticated yet. */
+#define NV_BOOT_MAX_NODES    4096
+#define NV_BOOT_NONCE_LEN    32
+#define NV_BOOT_TEXT_MAX     256            /* printable ASCII: it ends up on a terminal */
+/* A HELLO (or NODE_HELLO) is small; a server reads no more than this from a
+ * peer that has not authenticated yet. */
 #define NV_BOOT_HELLO_MAX    (16 + NV_BOOT_JOB_ID_MAX + NV_BOOT_PROOF_MAX)
+/* The largest frame a node reads from the hub before the hub has proved
+ * itself (CHALLENGE, WELCOME). */
+#define NV_BOOT_WELCOME_MAX  (12 + NV_BOOT_JOB_ID_MAX + NV_BOOT_PROOF_MAX + NV_BOOT_TEXT_MAX)
 
 enum nv_boot_msg_type {
     NV_BOOT_MSG_HELLO = 1,
@@ -45,6 +63,16 @@ enum nv_boot_msg_type {
     NV_BOOT_MSG_BARRIER,
     NV_BOOT_MSG_BARRIER_DONE,
     NV_BOOT_MSG_BYE,
+    /* between launchers */
+    NV_BOOT_MSG_CHALLENGE,
+    NV_BOOT_MSG_NODE_HELLO,
+    NV_BOOT_MSG_WELCOME,
+    NV_BOOT_MSG_START,
+    NV_BOOT_MSG_ENTER,
+    NV_BOOT_MSG_RANK_GONE,
+    NV_BOOT_MSG_FAILED,
+    NV_BOOT_MSG_ABORT,
+    NV_BOOT_MSG_NODE_DONE,
     NV_BOOT_MSG_TYPE_END
 };
 
@@ -54,8 +82,21 @@ enum nv_boot_auth {
      * where the channel is private: a unix socket in a 0700 directory whose
      * peer's uid both sides check (SO_PEERCRED). */
     NV_BOOT_AUTH_SECRET = 1,
+    /* proof = HMAC-SHA-256(secret, a transcript including both sides'
+     * nonces): what launchers prove over tcp, where the secret must never
+     * travel (src/boot/node_auth.h) */
+    NV_BOOT_AUTH_HMAC = 2,
     NV_BOOT_AUTH_END
 };
+
+/* RANK_GONE: how a rank left the job */
+enum nv_boot_gone {
+    NV_BOOT_GONE_LEFT = 1,   /* said BYE, or exited 0 */
+    NV_BOOT_GONE_DEAD = 2,   /* lost without BYE, or failed */
+};
+
+/* NODE_HELLO flags: settings every launcher of a job must agree on */
+#define NV_BOOT_NODE_KEEP_GOING 1u
 
 struct nv_boot_hdr {
     uint32_t magic;
@@ -86,11 +127,43 @@ struct nv_boot_msg {
             uint32_t each;                /* ALLGATHER_RESULT: bytes per rank */
             const uint8_t *data;          /* ALLGATHER_RESULT: count*each bytes */
         } result;
-        struct {                          /* ALLGATHER, BARRIER */
+        struct {                          /* ALLGATHER, BARRIER; ENTER */
             uint32_t seq;
             uint32_t len;                 /* ALLGATHER contribution bytes */
             const uint8_t *data;
+            int32_t  rank;                /* ENTER: the rank that entered */
+            uint16_t coll;                /* ENTER: ALLGATHER or BARRIER */
         } coll;
+        struct {                          /* CHALLENGE */
+            const uint8_t *nonce;         /* NV_BOOT_NONCE_LEN bytes */
+        } challenge;
+        struct {                          /* NODE_HELLO */
+            int32_t  node;                /* 1..nnodes-1: node 0 is the hub */
+            int32_t  nnodes;              /* 2..NV_BOOT_MAX_NODES */
+            int32_t  nlocal;              /* ranks per node; nnodes*nlocal <= NV_BOOT_MAX_RANKS */
+            uint32_t flags;               /* NV_BOOT_NODE_* */
+            uint16_t auth;                /* NV_BOOT_AUTH_HMAC */
+            uint16_t proof_len;
+            const uint8_t *nonce;         /* NV_BOOT_NONCE_LEN bytes */
+            const uint8_t *proof;
+        } node_hello;
+        struct {                          /* WELCOME */
+            netvm_status_t status;        /* OK: joined; else refused, text says why */
+            uint16_t job_id_len;          /* 0 only when refused */
+            uint16_t proof_len;
+            uint16_t text_len;
+            const char    *job_id;
+            const uint8_t *proof;
+            const char    *text;
+        } welcome;
+        struct {                          /* RANK_GONE, FAILED, ABORT, NODE_DONE */
+            int32_t  rank;                /* -1 in ABORT: no one rank (a node lost) */
+            int32_t  node;                /* ABORT: the node the news comes from */
+            int32_t  code;                /* exit status 0..255 (FAILED, ABORT, NODE_DONE) */
+            uint32_t state;               /* RANK_GONE: enum nv_boot_gone */
+            uint16_t text_len;
+            const char *text;             /* FAILED, ABORT: what happened */
+        } report;
     } u;
 };
 

@@ -58,6 +58,54 @@ static size_t valid_frame(uint8_t *out, size_t cap)
     case NV_BOOT_MSG_BARRIER:
         m.u.coll.seq = (uint32_t)(1 + rnd() % 1000);
         break;
+    case NV_BOOT_MSG_CHALLENGE:
+        m.u.challenge.nonce = data;
+        break;
+    case NV_BOOT_MSG_NODE_HELLO:
+        m.u.node_hello.nnodes = (int32_t)(2 + rnd() % 100);
+        m.u.node_hello.node = (int32_t)(1 + rnd() % (uint64_t)(m.u.node_hello.nnodes - 1));
+        m.u.node_hello.nlocal = (int32_t)(1 + rnd() % 64);
+        m.u.node_hello.flags = (uint32_t)(rnd() % 2);
+        m.u.node_hello.auth = NV_BOOT_AUTH_HMAC;
+        m.u.node_hello.nonce = data;
+        m.u.node_hello.proof = secret;
+        m.u.node_hello.proof_len = (uint16_t)(rnd() % 33);
+        break;
+    case NV_BOOT_MSG_WELCOME: {
+        const char *job = jobs[rnd() % 3];
+        m.u.welcome.status = (netvm_status_t)(rnd() % 2 ? NETVM_OK : NETVM_ERR_BOOT);
+        m.u.welcome.job_id = job;
+        m.u.welcome.job_id_len = (uint16_t)strlen(job);
+        m.u.welcome.proof = secret;
+        m.u.welcome.proof_len = (uint16_t)(rnd() % 33);
+        m.u.welcome.text = "refused: -n differs";
+        m.u.welcome.text_len = (uint16_t)(rnd() % 20);
+        break;
+    }
+    case NV_BOOT_MSG_ENTER:
+        m.u.coll.rank = (int32_t)(rnd() % 100);
+        m.u.coll.seq = (uint32_t)(1 + rnd() % 1000);
+        m.u.coll.coll = rnd() % 2 ? NV_BOOT_MSG_ALLGATHER : NV_BOOT_MSG_BARRIER;
+        if (m.u.coll.coll == NV_BOOT_MSG_ALLGATHER) {
+            m.u.coll.len = (uint32_t)(rnd() % sizeof data);
+            m.u.coll.data = data;
+        }
+        break;
+    case NV_BOOT_MSG_RANK_GONE:
+        m.u.report.rank = (int32_t)(rnd() % 100);
+        m.u.report.state = rnd() % 2 ? NV_BOOT_GONE_LEFT : NV_BOOT_GONE_DEAD;
+        break;
+    case NV_BOOT_MSG_FAILED:
+    case NV_BOOT_MSG_ABORT:
+        m.u.report.rank = (int32_t)(rnd() % 100) - 1;
+        m.u.report.node = (int32_t)(rnd() % 10);
+        m.u.report.code = (int32_t)(rnd() % 256);
+        m.u.report.text = "rank 3 (pid 77) on node 1 killed by signal 9 (Killed)";
+        m.u.report.text_len = (uint16_t)(rnd() % 40);
+        break;
+    case NV_BOOT_MSG_NODE_DONE:
+        m.u.report.code = (int32_t)(rnd() % 256);
+        break;
     }
     size_t n = nv_boot_msg_encode(&m, out, cap);
     CHECK(n > 0);

@@ -46,6 +46,50 @@ static struct nv_boot_msg sample(uint16_t type)
     case NV_BOOT_MSG_BARRIER:
         m.u.coll.seq = 9;
         break;
+    case NV_BOOT_MSG_CHALLENGE:
+        m.u.challenge.nonce = secret;
+        break;
+    case NV_BOOT_MSG_NODE_HELLO:
+        m.u.node_hello.node = 2;
+        m.u.node_hello.nnodes = 3;
+        m.u.node_hello.nlocal = 4;
+        m.u.node_hello.flags = NV_BOOT_NODE_KEEP_GOING;
+        m.u.node_hello.auth = NV_BOOT_AUTH_HMAC;
+        m.u.node_hello.nonce = gathered;
+        m.u.node_hello.proof = secret;
+        m.u.node_hello.proof_len = sizeof secret;
+        break;
+    case NV_BOOT_MSG_WELCOME:
+        m.u.welcome.status = NETVM_OK;
+        m.u.welcome.job_id = job;
+        m.u.welcome.job_id_len = (uint16_t)strlen(job);
+        m.u.welcome.proof = secret;
+        m.u.welcome.proof_len = sizeof secret;
+        m.u.welcome.text = "welcome";
+        m.u.welcome.text_len = 7;
+        break;
+    case NV_BOOT_MSG_ENTER:
+        /* a barrier: its payload has exactly one length (an allgather's
+         * contribution may have any, tested in enter_allgather) */
+        m.u.coll.rank = 5;
+        m.u.coll.seq = 11;
+        m.u.coll.coll = NV_BOOT_MSG_BARRIER;
+        break;
+    case NV_BOOT_MSG_RANK_GONE:
+        m.u.report.rank = 6;
+        m.u.report.state = NV_BOOT_GONE_DEAD;
+        break;
+    case NV_BOOT_MSG_FAILED:
+    case NV_BOOT_MSG_ABORT:
+        m.u.report.rank = type == NV_BOOT_MSG_ABORT ? -1 : 7;
+        m.u.report.node = 1;
+        m.u.report.code = 137;
+        m.u.report.text = "rank 7 (pid 1) on node 1 killed by signal 9 (Killed)";
+        m.u.report.text_len = (uint16_t)strlen(m.u.report.text);
+        break;
+    case NV_BOOT_MSG_NODE_DONE:
+        m.u.report.code = 3;
+        break;
     }
     return m;
 }
@@ -74,10 +118,42 @@ static void same(const struct nv_boot_msg *a, const struct nv_boot_msg *b)
         break;
     case NV_BOOT_MSG_ALLGATHER:
     case NV_BOOT_MSG_BARRIER:
+    case NV_BOOT_MSG_ENTER:
         CHECK(a->u.coll.seq == b->u.coll.seq && a->u.coll.len == b->u.coll.len);
         if (a->u.coll.len)
             CHECK(!memcmp(a->u.coll.data, b->u.coll.data, a->u.coll.len));
+        CHECK(a->u.coll.rank == b->u.coll.rank && a->u.coll.coll == b->u.coll.coll);
         break;
+    case NV_BOOT_MSG_CHALLENGE:
+        CHECK(!memcmp(a->u.challenge.nonce, b->u.challenge.nonce, NV_BOOT_NONCE_LEN));
+        break;
+    case NV_BOOT_MSG_NODE_HELLO: {
+        const typeof(a->u.node_hello) *x = &a->u.node_hello, *y = &b->u.node_hello;
+        CHECK(x->node == y->node && x->nnodes == y->nnodes && x->nlocal == y->nlocal);
+        CHECK(x->flags == y->flags && x->auth == y->auth && x->proof_len == y->proof_len);
+        CHECK(!memcmp(x->nonce, y->nonce, NV_BOOT_NONCE_LEN));
+        CHECK(!memcmp(x->proof, y->proof, x->proof_len));
+        break;
+    }
+    case NV_BOOT_MSG_WELCOME: {
+        const typeof(a->u.welcome) *x = &a->u.welcome, *y = &b->u.welcome;
+        CHECK(x->status == y->status && x->job_id_len == y->job_id_len);
+        CHECK(x->proof_len == y->proof_len && x->text_len == y->text_len);
+        CHECK(!memcmp(x->job_id, y->job_id, x->job_id_len));
+        CHECK(!memcmp(x->proof, y->proof, x->proof_len));
+        CHECK(!memcmp(x->text, y->text, x->text_len));
+        break;
+    }
+    case NV_BOOT_MSG_RANK_GONE:
+    case NV_BOOT_MSG_FAILED:
+    case NV_BOOT_MSG_ABORT:
+    case NV_BOOT_MSG_NODE_DONE: {
+        const typeof(a->u.report) *x = &a->u.report, *y = &b->u.report;
+        CHECK(x->rank == y->rank && x->node == y->node && x->code == y->code);
+        CHECK(x->state == y->state && x->text_len == y->text_len);
+        CHECK(!memcmp(x->text, y->text, x->text_len));
+        break;
+    }
     }
 }
 
@@ -251,6 +327,91 @@ static void bad_fields(void)
     CHECK(nv_boot_msg_size(NULL) == 0);
 }
 
+/* Change one field of a valid payload of type t (at off, 1, 2 or 4 bytes)
+ * and expect the decoder to refuse it. */
+static void refuse_field(uint16_t t, size_t off, int bytes, uint32_t value)
+{
+    struct nv_boot_msg m = sample(t), d;
+    const char *why;
+    size_t len;
+    uint8_t *buf = encode(&m, &len);
+    size_t plen = len - NV_BOOT_HDR_LEN;
+    uint8_t *q = malloc(plen);
+    CHECK(q);
+    memcpy(q, buf + NV_BOOT_HDR_LEN, plen);
+    if (bytes == 4)
+        nv_put32(q + off, value);
+    else if (bytes == 2)
+        nv_put16(q + off, (uint16_t)value);
+    else
+        q[off] = (uint8_t)value;
+    if (nv_boot_payload_decode(t, q, plen, &d, &why) != NV_BOOT_RC_BAD) {
+        fprintf(stderr, "%s with %u at offset %zu was accepted\n", nv_boot_msg_type_name(t), value, off);
+        exit(1);
+    }
+    free(q);
+    free(buf);
+}
+
+/* The launchers' messages: out-of-range fields are refused like the rest. */
+static void bad_node_fields(void)
+{
+    refuse_field(NV_BOOT_MSG_NODE_HELLO, 0, 4, 0);              /* node 0 is the hub */
+    refuse_field(NV_BOOT_MSG_NODE_HELLO, 0, 4, 3);              /* node == nnodes */
+    refuse_field(NV_BOOT_MSG_NODE_HELLO, 4, 4, 1);              /* one node is no rendezvous */
+    refuse_field(NV_BOOT_MSG_NODE_HELLO, 4, 4, NV_BOOT_MAX_NODES + 1);
+    refuse_field(NV_BOOT_MSG_NODE_HELLO, 8, 4, 0);              /* no ranks */
+    refuse_field(NV_BOOT_MSG_NODE_HELLO, 8, 4, NV_BOOT_MAX_RANKS / 3 + 1);
+    refuse_field(NV_BOOT_MSG_NODE_HELLO, 8, 4, 0x80000000u);    /* negative */
+    refuse_field(NV_BOOT_MSG_NODE_HELLO, 12, 4, 2);             /* unknown flag */
+    refuse_field(NV_BOOT_MSG_NODE_HELLO, 16, 2, NV_BOOT_AUTH_SECRET);  /* the secret must not travel */
+    refuse_field(NV_BOOT_MSG_NODE_HELLO, 18, 2, NV_BOOT_PROOF_MAX + 1);
+    refuse_field(NV_BOOT_MSG_WELCOME, 0, 4, NETVM_STATUS_COUNT);
+    refuse_field(NV_BOOT_MSG_WELCOME, 10, 2, 1);                /* reserved */
+    refuse_field(NV_BOOT_MSG_WELCOME, 12, 1, '/');              /* job id alphabet */
+    refuse_field(NV_BOOT_MSG_WELCOME, 12 + 13 + 32, 1, 0x1b);   /* an escape in the text */
+    refuse_field(NV_BOOT_MSG_WELCOME, 12 + 13 + 32, 1, 0x80);
+    refuse_field(NV_BOOT_MSG_ENTER, 0, 4, 0xffffffffu);         /* rank -1 */
+    refuse_field(NV_BOOT_MSG_ENTER, 4, 4, 0);                   /* seq 0 */
+    refuse_field(NV_BOOT_MSG_ENTER, 8, 2, NV_BOOT_MSG_HELLO);   /* not a collective */
+    refuse_field(NV_BOOT_MSG_ENTER, 10, 2, 1);
+    refuse_field(NV_BOOT_MSG_RANK_GONE, 4, 4, 0);
+    refuse_field(NV_BOOT_MSG_RANK_GONE, 4, 4, 3);
+    refuse_field(NV_BOOT_MSG_RANK_GONE, 0, 4, (uint32_t)NV_BOOT_MAX_RANKS);
+    refuse_field(NV_BOOT_MSG_FAILED, 0, 4, (uint32_t)-2);
+    refuse_field(NV_BOOT_MSG_FAILED, 4, 4, NV_BOOT_MAX_NODES);
+    refuse_field(NV_BOOT_MSG_ABORT, 8, 4, 256);
+    refuse_field(NV_BOOT_MSG_ABORT, 8, 4, (uint32_t)-1);
+    refuse_field(NV_BOOT_MSG_ABORT, 12, 2, NV_BOOT_TEXT_MAX + 1);
+    refuse_field(NV_BOOT_MSG_ABORT, 14, 2, 1);
+    refuse_field(NV_BOOT_MSG_ABORT, 16, 1, '\n');
+    refuse_field(NV_BOOT_MSG_NODE_DONE, 0, 4, 300);
+
+    /* a refusal may come without a job id; a welcome may not */
+    struct nv_boot_msg w = sample(NV_BOOT_MSG_WELCOME);
+    w.u.welcome.job_id_len = 0;
+    CHECK(nv_boot_msg_size(&w) == 0);
+    w.u.welcome.status = NETVM_ERR_BOOT;
+    CHECK(nv_boot_msg_size(&w) > 0);
+}
+
+/* An allgather's ENTER carries bytes, a barrier's none. */
+static void enter_allgather(void)
+{
+    struct nv_boot_msg m = sample(NV_BOOT_MSG_ENTER), d;
+    m.u.coll.coll = NV_BOOT_MSG_ALLGATHER;
+    m.u.coll.data = gathered;
+    m.u.coll.len = 100;
+    size_t len, flen;
+    const char *why;
+    uint8_t *buf = encode(&m, &len);
+    CHECK(nv_boot_frame_decode(buf, len, NV_BOOT_MAX_PAYLOAD, &d, &flen, &why) == NV_BOOT_RC_OK);
+    same(&m, &d);
+    free(buf);
+    m.u.coll.coll = NV_BOOT_MSG_BARRIER;
+    CHECK(nv_boot_msg_size(&m) == 0);
+}
+
 /* The largest allowed frame decodes; one byte more does not. */
 static void size_limit(void)
 {
@@ -284,6 +445,8 @@ int main(void)
     round_trips();
     bad_headers();
     bad_fields();
+    bad_node_fields();
+    enter_allgather();
     size_limit();
     CHECK(nv_boot_job_id_valid("a-b_c.9", 7));
     CHECK(!nv_boot_job_id_valid("a b", 3));
