@@ -7,6 +7,8 @@
  * collectives learn of it instead of hanging. */
 #define _GNU_SOURCE   /* SO_PEERCRED, struct ucred */
 #include "boot/boot.h"
+#include "boot/io.h"
+#include "boot/secret.h"
 #include "util/config.h"
 #include "util/log.h"
 #include "util/random.h"
@@ -14,7 +16,6 @@
 #include "wire/boot_msg.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,28 +55,12 @@ static netvm_status_t env_int(const char *name, long lo, long hi, int *out)
     return NETVM_OK;
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 static netvm_status_t env_secret(uint8_t out[NV_BOOT_SECRET_LEN])
 {
     const char *v = getenv("NETVM_SECRET");
-    if (!v || strlen(v) != 2 * NV_BOOT_SECRET_LEN) {
-        nv_error("bootstrap: NETVM_SECRET must be %d hex digits", 2 * NV_BOOT_SECRET_LEN);
+    if (!v || nv_secret_from_hex(v, strlen(v), out) != 0) {
+        nv_error("bootstrap: NETVM_SECRET must be %d hex digits", NV_BOOT_SECRET_HEX_LEN);
         return NETVM_ERR_BOOT;
-    }
-    for (int i = 0; i < NV_BOOT_SECRET_LEN; i++) {
-        int hi = hex_digit(v[2 * i]), lo = hex_digit(v[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            nv_error("bootstrap: NETVM_SECRET is not hexadecimal");
-            return NETVM_ERR_BOOT;
-        }
-        out[i] = (uint8_t)(hi << 4 | lo);
     }
     return NETVM_OK;
 }
@@ -91,97 +76,28 @@ static netvm_status_t env_job_id(char out[NV_BOOT_JOB_ID_MAX + 1])
     return NETVM_OK;
 }
 
-/* --- deadline-bounded socket I/O -------------------------------------- */
+/* --- messages to and from the launcher ------------------------------- */
 
 static uint64_t deadline_of(int timeout_ms)
 {
-    return timeout_ms < 0 ? 0 : nv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    return nv_boot_deadline(timeout_ms);
 }
 
-/* Wait for events on fd until the deadline (0: none). NETVM_OK when ready. */
-static netvm_status_t wait_fd(int fd, short events, uint64_t deadline)
+static void log_io_error(const char *what, netvm_status_t st, const char *why)
 {
-    for (;;) {
-        int ms = -1;
-        if (deadline) {
-            uint64_t now = nv_now_ns();
-            if (now >= deadline)
-                return NETVM_ERR_TIMEOUT;
-            ms = (int)((deadline - now + 999999) / 1000000);
-        }
-        struct pollfd p = { .fd = fd, .events = events };
-        int n = poll(&p, 1, ms);
-        if (n > 0)
-            return NETVM_OK;    /* readable, writable, or hung up: the I/O call says which */
-        if (n < 0 && errno != EINTR) {
-            nv_error("bootstrap: poll: %s", strerror(errno));
-            return NETVM_ERR_SYS;
-        }
-    }
-}
-
-static netvm_status_t send_all(int fd, const uint8_t *p, size_t len, uint64_t deadline)
-{
-    while (len) {
-        /* MSG_NOSIGNAL: a launcher that went away is an error to report, not
-         * a SIGPIPE that kills the process */
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            netvm_status_t st = wait_fd(fd, POLLOUT, deadline);
-            if (st != NETVM_OK)
-                return st;
-            continue;
-        }
-        nv_error("bootstrap: lost the launcher (send: %s)", n < 0 ? strerror(errno) : "closed");
-        return NETVM_ERR_BOOT;
-    }
-    return NETVM_OK;
-}
-
-static netvm_status_t recv_all(int fd, uint8_t *p, size_t len, uint64_t deadline)
-{
-    while (len) {
-        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            netvm_status_t st = wait_fd(fd, POLLIN, deadline);
-            if (st != NETVM_OK)
-                return st;
-            continue;
-        }
-        nv_error("bootstrap: lost the launcher (%s)", n < 0 ? strerror(errno) : "connection closed");
-        return NETVM_ERR_BOOT;
-    }
-    return NETVM_OK;
+    if (st == NETVM_ERR_BOOT)
+        nv_error("bootstrap: %s the launcher: %s", what, why);
+    else if (st != NETVM_ERR_TIMEOUT)     /* a timeout is reported by the caller */
+        nv_error("bootstrap: %s the launcher: %s (%s)", what, netvm_strerror(st), why);
 }
 
 /* Encode and send one message. */
 static netvm_status_t send_msg(nv_boot_t *b, const struct nv_boot_msg *m, uint64_t deadline)
 {
-    size_t size = nv_boot_msg_size(m);
-    if (size == 0)
-        return NETVM_ERR_INVAL;
-    uint8_t small[256];
-    uint8_t *buf = size <= sizeof small ? small : malloc(size);
-    if (!buf)
-        return NETVM_ERR_NOMEM;
-    nv_boot_msg_encode(m, buf, size);
-    netvm_status_t st = send_all(b->fd, buf, size, deadline);
-    if (buf != small)
-        free(buf);
+    const char *why = "";
+    netvm_status_t st = nv_boot_send_msg(b->fd, m, deadline, &why);
+    if (st != NETVM_OK)
+        log_io_error("sending to", st, why);
     return st;
 }
 
@@ -190,31 +106,11 @@ static netvm_status_t send_msg(nv_boot_t *b, const struct nv_boot_msg *m, uint64
 static netvm_status_t recv_msg(nv_boot_t *b, uint64_t deadline, uint8_t **frame,
                                struct nv_boot_msg *m)
 {
-    uint8_t hbuf[NV_BOOT_HDR_LEN];
-    struct nv_boot_hdr hdr;
     const char *why = "";
-    *frame = NULL;
-    netvm_status_t st = recv_all(b->fd, hbuf, sizeof hbuf, deadline);
+    netvm_status_t st = nv_boot_recv_msg(b->fd, NV_BOOT_MAX_PAYLOAD, deadline, frame, m, &why);
     if (st != NETVM_OK)
-        return st;
-    if (nv_boot_hdr_decode(hbuf, sizeof hbuf, NV_BOOT_MAX_PAYLOAD, &hdr, &why) != NV_BOOT_RC_OK) {
-        nv_error("bootstrap: malformed message from the launcher: %s", why);
-        return NETVM_ERR_BOOT;
-    }
-    uint8_t *payload = malloc(hdr.len ? hdr.len : 1);
-    if (!payload)
-        return NETVM_ERR_NOMEM;
-    st = recv_all(b->fd, payload, hdr.len, deadline);
-    if (st == NETVM_OK && nv_boot_payload_decode(hdr.type, payload, hdr.len, m, &why) != NV_BOOT_RC_OK) {
-        nv_error("bootstrap: malformed %s from the launcher: %s", nv_boot_msg_type_name(hdr.type), why);
-        st = NETVM_ERR_BOOT;
-    }
-    if (st != NETVM_OK) {
-        free(payload);
-        return st;
-    }
-    *frame = payload;
-    return NETVM_OK;
+        log_io_error("receiving from", st, why);
+    return st;
 }
 
 /* --- connecting -------------------------------------------------------- */
