@@ -67,6 +67,10 @@ void nv_atu_revoke(struct nv_atu *atu, uint32_t slot)
             else
                 nv_cpu_relax();
     }
+}
+
+void nv_atu_release(struct nv_atu *atu, uint32_t slot)
+{
     atu->free[atu->nfree++] = slot;
 }
 

@@ -37,8 +37,10 @@ netvm_status_t nv_atu_alloc(struct nv_atu *atu, uint32_t *slot);
 void           nv_atu_set(struct nv_atu *atu, uint32_t slot, uint64_t key, uint64_t addr,
                           uint64_t len, unsigned rights, void *owner);
 /* Mark revoked and wait until no request served by this process still uses
- * it; then the slot is free for reuse. */
+ * it. */
 void           nv_atu_revoke(struct nv_atu *atu, uint32_t slot);
+/* The slot may be reused (after every link has fenced it too). */
+void           nv_atu_release(struct nv_atu *atu, uint32_t slot);
 /* Check an access and translate it; *addr is the local address. */
 netvm_status_t nv_atu_translate(struct nv_atu *atu, uint32_t slot, uint64_t key, uint64_t off,
                                 uint64_t len, unsigned need, uint64_t *addr);

@@ -24,34 +24,6 @@ static void load_settings(netvm_ctx_t *ctx, const netvm_config_t *cfg, struct nv
     sp->timeout_ms = *timeout_ms;
 }
 
-static netvm_status_t connect_links(netvm_ctx_t *ctx, const struct nv_shm_params *sp)
-{
-    struct nv_link_upcalls up = { .arg = ctx, .am = nv_am_upcall, .peer_down = nv_peer_down_upcall };
-    struct nv_shm_card mine, *all = calloc((size_t)ctx->size, sizeof *all);
-    if (!all)
-        return NETVM_ERR_NOMEM;
-    netvm_status_t st = nv_shm_link_open(&ctx->shm, ctx->rank, ctx->size, sp, &up, &mine);
-    if (st == NETVM_OK)
-        st = nv_boot_allgather(ctx->boot, &mine, sizeof mine, all);
-    if (st == NETVM_OK)
-        st = nv_shm_link_connect(ctx->shm, all);
-    free(all);
-    if (st != NETVM_OK)
-        return st;
-    /* every peer is on this machine today; the tcp link will be chosen here
-     * for the others */
-    for (int r = 0; r < ctx->size; r++)
-        ctx->peers[r].link = ctx->shm;
-    /* the ring of a peer holds every request and reply in flight to it:
-     * bounding each initiator's requests per peer keeps it from filling */
-    ctx->credits = 4096u / (2u * (unsigned)ctx->size);
-    if (ctx->credits > 256)
-        ctx->credits = 256;
-    if (ctx->credits < 1)
-        ctx->credits = 1;
-    return NETVM_OK;
-}
-
 netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
 {
     if (!out)
@@ -62,6 +34,7 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
     if (!ctx)
         return NETVM_ERR_NOMEM;
     ctx->epfd = ctx->stopfd = -1;
+    pthread_mutex_init(&ctx->seg_lock, NULL);
     struct nv_shm_params sp;
     int timeout_ms;
     load_settings(ctx, cfg, &sp, &timeout_ms);
@@ -82,7 +55,7 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
     if (st == NETVM_OK)
         st = nv_req_pool_init(ctx, 4096);
     if (st == NETVM_OK)
-        st = connect_links(ctx, &sp);
+        st = nv_links_connect(ctx, &sp, timeout_ms);
     if (st == NETVM_OK)
         st = nv_progress_start(ctx);
     /* nobody may touch a peer before every peer can be touched */
@@ -91,8 +64,7 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
     if (st != NETVM_OK) {
         nv_error("netvm_init failed: %s", netvm_strerror(st));
         nv_progress_stop(ctx);
-        if (ctx->shm)
-            ctx->shm->ops->destroy(ctx->shm);
+        nv_links_destroy(ctx);
         nv_req_pool_fini(ctx);
         nv_atu_fini(&ctx->atu);
         nv_boot_close(ctx->boot);
@@ -118,7 +90,7 @@ netvm_status_t netvm_finalize(netvm_ctx_t *ctx)
     while (ctx->segs)
         netvm_unexport(ctx->segs);
     nv_progress_stop(ctx);
-    ctx->shm->ops->destroy(ctx->shm);
+    nv_links_destroy(ctx);
     nv_req_pool_fini(ctx);
     nv_atu_fini(&ctx->atu);
     nv_boot_close(ctx->boot);
@@ -141,5 +113,8 @@ int netvm_progress(netvm_ctx_t *ctx)
 {
     if (!ctx)
         return 0;
-    return ctx->shm->ops->poll(ctx->shm);
+    int n = 0;
+    for (int i = 0; i < ctx->nlinks; i++)
+        n += ctx->links[i]->ops->poll(ctx->links[i], -1);
+    return n;
 }

@@ -56,11 +56,15 @@ struct nv_peer {
 struct netvm_ctx {
     int              rank, size;
     nv_boot_t       *boot;
-    struct nv_link  *shm;
+    struct nv_link  *shm;        /* this machine's peers, and ourselves */
+    struct nv_link  *tcp;        /* other machines' peers (NETVM_LINKS=tcp: every other peer) */
+    struct nv_link  *links[2];   /* those in use, for progress */
+    int              nlinks;
     struct nv_peer  *peers;
     struct nv_atu    atu;
 
-    struct netvm_seg  *segs;     /* exported, for finalize */
+    struct netvm_seg  *segs;     /* exported, for finalize and lookups by name */
+    pthread_mutex_t    seg_lock; /* the list: the progress thread looks names up */
     struct netvm_rseg *rsegs;    /* imported, for finalize */
 
     /* requests executed by targets (atomics the link cannot do itself) */
@@ -81,15 +85,34 @@ struct netvm_ctx {
     uint64_t         linger_ns;  /* the progress thread polls this long after work before sleeping */
 };
 
+/* links.c: choosing and connecting a link per peer */
+netvm_status_t nv_links_connect(netvm_ctx_t *ctx, const void *shm_params, int timeout_ms);
+void           nv_links_destroy(netvm_ctx_t *ctx);
+/* The link a peer is reached through, and why, for the log and netvm info. */
+const char    *nv_link_name(const netvm_ctx_t *ctx, int rank);
+
 /* progress.c */
 void           nv_am_upcall(void *arg, int src_rank, const uint8_t *msg, size_t len);
 void           nv_peer_down_upcall(void *arg, int rank);
+void           nv_complete_upcall(void *arg, void *token, netvm_status_t st);
+netvm_status_t nv_translate_upcall(void *arg, uint32_t slot, uint64_t key, uint64_t off, uint64_t len,
+                                   unsigned need, uint64_t *addr);
+/* seg.c */
+netvm_status_t nv_lookup_upcall(void *arg, const char *name, uint32_t slot, uint64_t key,
+                                struct nv_seg_desc *out);
 netvm_status_t nv_progress_start(netvm_ctx_t *ctx);
 void           nv_progress_stop(netvm_ctx_t *ctx);
 /* Drive progress until req completes (or fails); returns its status. */
 netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *req);
 /* Drive progress until rank (rank < 0: all) has no outstanding requests. */
 netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, int rank);
+
+/* rma.c: requests for link operations that complete later */
+/* Wait for a free request and a credit towards rank. */
+netvm_status_t nv_reserve_req(netvm_ctx_t *ctx, int rank, uint64_t *result, struct netvm_req **out);
+/* Given what the link returned for q's operation: wait if pending, free q,
+ * return the operation's status. */
+netvm_status_t nv_finish_req(netvm_ctx_t *ctx, struct netvm_req *q, netvm_status_t st);
 
 /* req.c */
 netvm_status_t     nv_req_pool_init(netvm_ctx_t *ctx, uint32_t n);

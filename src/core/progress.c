@@ -82,6 +82,19 @@ void nv_am_upcall(void *arg, int src_rank, const uint8_t *msg, size_t len)
     }
 }
 
+void nv_complete_upcall(void *arg, void *token, netvm_status_t st)
+{
+    (void)arg;
+    nv_req_complete(token, st, 0);
+}
+
+netvm_status_t nv_translate_upcall(void *arg, uint32_t slot, uint64_t key, uint64_t off, uint64_t len,
+                                   unsigned need, uint64_t *addr)
+{
+    netvm_ctx_t *ctx = arg;
+    return nv_atu_translate(&ctx->atu, slot, key, off, len, need, addr);
+}
+
 void nv_peer_down_upcall(void *arg, int rank)
 {
     netvm_ctx_t *ctx = arg;
@@ -95,28 +108,50 @@ void nv_peer_down_upcall(void *arg, int rank)
     }
 }
 
+static int poll_all(netvm_ctx_t *ctx)
+{
+    int n = 0;
+    for (int i = 0; i < ctx->nlinks; i++)
+        n += ctx->links[i]->ops->poll(ctx->links[i], -1);
+    return n;
+}
+
+/* Ask every link whether the thread may sleep; undo for those that agreed
+ * if one says work arrived. */
+static int sleep_prepare_all(netvm_ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->nlinks; i++)
+        if (ctx->links[i]->ops->sleep_prepare(ctx->links[i])) {
+            for (int k = 0; k < i; k++)
+                ctx->links[k]->ops->sleep_done(ctx->links[k]);
+            return 1;
+        }
+    return 0;
+}
+
 static void *progress_main(void *arg)
 {
     netvm_ctx_t *ctx = arg;
-    struct nv_link *l = ctx->shm;
     struct epoll_event ev[16];
     for (;;) {
         /* after a wake-up, linger: a burst of requests then costs one
          * wake-up, not one each */
         uint64_t until = nv_now_ns() + ctx->linger_ns;
         do {
-            if (l->ops->poll(l))
+            if (poll_all(ctx))
                 until = nv_now_ns() + ctx->linger_ns;
             else
                 nv_cpu_relax();
         } while (ctx->linger_ns && nv_now_ns() < until);
-        if (l->ops->sleep_prepare(l))
+        if (sleep_prepare_all(ctx))
             continue;
         int n = epoll_wait(ctx->epfd, ev, 16, -1);
-        l->ops->sleep_done(l);
+        for (int i = 0; i < ctx->nlinks; i++)
+            ctx->links[i]->ops->sleep_done(ctx->links[i]);
         for (int i = 0; i < n; i++) {
             if (ev[i].data.ptr == &ctx->stop_token)
                 return NULL;
+            struct nv_link *l = ((struct nv_link_ev *)ev[i].data.ptr)->link;
             l->ops->epoll_event(l, ev[i].data.ptr);
         }
     }
@@ -131,9 +166,11 @@ netvm_status_t nv_progress_start(netvm_ctx_t *ctx)
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ctx->stop_token };
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->stopfd, &ev) != 0)
         return NETVM_ERR_SYS;
-    netvm_status_t st = ctx->shm->ops->epoll_add(ctx->shm, ctx->epfd);
-    if (st != NETVM_OK)
-        return st;
+    for (int i = 0; i < ctx->nlinks; i++) {
+        netvm_status_t st = ctx->links[i]->ops->epoll_add(ctx->links[i], ctx->epfd);
+        if (st != NETVM_OK)
+            return st;
+    }
     if (!ctx->have_thread)
         return NETVM_OK;
     int err = pthread_create(&ctx->thread, NULL, progress_main, ctx);
@@ -183,7 +220,7 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
         l->ops->poll_enter(l);
         unsigned iter = 0;
         while (!req_done(r)) {
-            l->ops->poll(l);
+            l->ops->poll(l, r->rank);
             if ((++iter & 63) == 0 && nv_now_ns() > spin_until && ctx->have_thread)
                 break;
             if ((iter & 4095) == 0) {
@@ -200,7 +237,7 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
     /* sleep: the progress thread completes the request and wakes us */
     while (!req_done(r)) {
         if (l->ops->reply_wait_enter(l))
-            l->ops->poll(l);
+            l->ops->poll(l, r->rank);
         atomic_store_explicit(&r->waiting, 1, memory_order_seq_cst);
         uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
         if (s != NV_REQ_DONE) {

@@ -93,7 +93,7 @@ netvm_status_t netvm_test(netvm_req_t **reqp, int *done)
     }
     netvm_ctx_t *ctx = r->ctx;
     if (atomic_load_explicit(&r->state, memory_order_acquire) != NV_REQ_DONE) {
-        ctx->peers[r->rank].link->ops->poll(ctx->peers[r->rank].link);
+        ctx->peers[r->rank].link->ops->poll(ctx->peers[r->rank].link, r->rank);
         if (atomic_load_explicit(&r->state, memory_order_acquire) != NV_REQ_DONE) {
             *done = 0;
             return NETVM_OK;

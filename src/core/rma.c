@@ -1,12 +1,16 @@
 /* Put, get and atomics. Core checks bounds and rights against the cached
  * descriptor before any byte moves (the link re-checks that the target still
  * publishes it); what the link cannot do natively, core emulates here, in one
- * place, with active messages the target executes. */
+ * place, with active messages the target executes. Links that answer later
+ * (NV_LINK_CAP_ASYNC: tcp) get a request as the token of their operation. */
 #include "core/internal.h"
 #include "util/time.h"
 #include "wire/am.h"
 
 #include <string.h>
+
+/* One link operation moves at most this much; larger ones are split. */
+#define MAX_PIECE (1ull << 30)
 
 static inline netvm_status_t check(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, size_t len,
                                    unsigned need, unsigned flags)
@@ -20,59 +24,12 @@ static inline netvm_status_t check(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off
     return NETVM_OK;
 }
 
-netvm_status_t netvm_put(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
-                         const void *src, size_t len, unsigned flags)
+static inline int is_async(const netvm_rseg_t *r)
 {
-    netvm_status_t st = check(ctx, dst, off, len, NETVM_WRITE, flags);
-    if (st != NETVM_OK || len == 0)
-        return st;
-    if (!src)
-        return NETVM_ERR_INVAL;
-    return dst->link->ops->put(dst->link, &dst->d, off, src, len);
+    return (r->link->ops->caps & NV_LINK_CAP_ASYNC) != 0;
 }
 
-netvm_status_t netvm_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,
-                         size_t len, unsigned flags)
-{
-    netvm_status_t st = check(ctx, src, off, len, NETVM_READ, flags);
-    if (st != NETVM_OK || len == 0)
-        return st;
-    if (!dst)
-        return NETVM_ERR_INVAL;
-    return src->link->ops->get(src->link, &src->d, off, dst, len);
-}
-
-netvm_status_t netvm_put_imm(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
-                             uint64_t value, unsigned flags)
-{
-    if (off & 7)
-        return NETVM_ERR_INVAL;
-    return netvm_put(ctx, dst, off, &value, sizeof value, flags);
-}
-
-/* Puts and gets on the links of today complete before they return, so the
- * nonblocking forms complete at once; the shape is there for links that
- * pipeline. */
-netvm_status_t netvm_put_nb(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
-                            const void *src, size_t len, unsigned flags, netvm_req_t **req)
-{
-    if (!req)
-        return NETVM_ERR_INVAL;
-    *req = NULL;
-    return netvm_put(ctx, dst, off, src, len, flags);
-}
-
-netvm_status_t netvm_get_nb(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,
-                            size_t len, unsigned flags, netvm_req_t **req)
-{
-    if (!req)
-        return NETVM_ERR_INVAL;
-    *req = NULL;
-    return netvm_get(ctx, dst, src, off, len, flags);
-}
-
-/* Wait for a free request and a credit towards rank. */
-static netvm_status_t reserve(netvm_ctx_t *ctx, int rank, uint64_t *result, struct netvm_req **out)
+netvm_status_t nv_reserve_req(netvm_ctx_t *ctx, int rank, uint64_t *result, struct netvm_req **out)
 {
     struct nv_peer *p = &ctx->peers[rank];
     for (;;) {
@@ -93,8 +50,133 @@ static netvm_status_t reserve(netvm_ctx_t *ctx, int rank, uint64_t *result, stru
                 break;
             }
         }
-        p->link->ops->poll(p->link);
+        p->link->ops->poll(p->link, rank);
     }
+}
+
+netvm_status_t nv_finish_req(netvm_ctx_t *ctx, struct netvm_req *q, netvm_status_t st)
+{
+    if (st == NV_LINK_PENDING) {
+        st = nv_progress_wait_req(ctx, q);
+    } else {
+        nv_req_complete(q, st, 0);
+    }
+    nv_req_free(q);
+    return st;
+}
+
+/* Start an operation on an async link: *reqp is the pending request, or
+ * NULL when it finished at once with the returned status. */
+static netvm_status_t started(struct netvm_req *q, netvm_status_t st, netvm_req_t **reqp)
+{
+    if (st == NV_LINK_PENDING) {
+        *reqp = q;
+        return NETVM_OK;
+    }
+    nv_req_complete(q, st, 0);
+    nv_req_free(q);
+    return st;
+}
+
+static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const uint8_t *src,
+                                size_t len, int remote)
+{
+    if (!remote || !is_async(r))
+        return r->link->ops->put(r->link, &r->d, off, src, len, remote, NULL, 0);
+    struct netvm_req *q;
+    netvm_status_t st = nv_reserve_req(ctx, r->d.rank, NULL, &q);
+    if (st != NETVM_OK)
+        return st;
+    return nv_finish_req(ctx, q, r->link->ops->put(r->link, &r->d, off, src, len, 1, q, nv_req_id(q)));
+}
+
+/* remote: return at remote completion (netvm_put), else at local completion */
+static netvm_status_t do_put(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const void *src, size_t len,
+                             unsigned flags, int remote)
+{
+    netvm_status_t st = check(ctx, r, off, len, NETVM_WRITE, flags);
+    if (st != NETVM_OK || len == 0)
+        return st;
+    if (!src)
+        return NETVM_ERR_INVAL;
+    const uint8_t *p = src;
+    while (len > MAX_PIECE && st == NETVM_OK) {
+        /* every piece but the last completes locally; the last one's remote
+         * completion covers them all (one ordered stream per peer) */
+        st = put_piece(ctx, r, off, p, MAX_PIECE, 0);
+        off += MAX_PIECE;
+        p += MAX_PIECE;
+        len -= MAX_PIECE;
+    }
+    return st == NETVM_OK ? put_piece(ctx, r, off, p, len, remote) : st;
+}
+
+netvm_status_t netvm_put(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
+                         const void *src, size_t len, unsigned flags)
+{
+    return do_put(ctx, dst, off, src, len, flags, 1);
+}
+
+/* Local completion is the point where src may be reused: the link has the
+ * bytes (in the socket, or at the target). Remote completion: netvm_flush. */
+netvm_status_t netvm_put_nb(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
+                            const void *src, size_t len, unsigned flags, netvm_req_t **req)
+{
+    if (!req)
+        return NETVM_ERR_INVAL;
+    *req = NULL;
+    return do_put(ctx, dst, off, src, len, flags, 0);
+}
+
+netvm_status_t netvm_put_imm(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
+                             uint64_t value, unsigned flags)
+{
+    if (off & 7)
+        return NETVM_ERR_INVAL;
+    return netvm_put(ctx, dst, off, &value, sizeof value, flags);
+}
+
+netvm_status_t netvm_get_nb(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,
+                            size_t len, unsigned flags, netvm_req_t **req)
+{
+    if (!req)
+        return NETVM_ERR_INVAL;
+    *req = NULL;
+    netvm_status_t st = check(ctx, src, off, len, NETVM_READ, flags);
+    if (st != NETVM_OK || len == 0)
+        return st;
+    if (!dst)
+        return NETVM_ERR_INVAL;
+    if (!is_async(src))
+        return src->link->ops->get(src->link, &src->d, off, dst, len, NULL, 0);
+    uint8_t *p = dst;
+    while (len > MAX_PIECE) {
+        /* all but the last piece are waited for here */
+        netvm_req_t *q;
+        st = netvm_get_nb(ctx, p, src, off, MAX_PIECE, flags, &q);
+        if (st == NETVM_OK)
+            st = netvm_wait(&q);
+        if (st != NETVM_OK)
+            return st;
+        off += MAX_PIECE;
+        p += MAX_PIECE;
+        len -= MAX_PIECE;
+    }
+    struct netvm_req *q;
+    st = nv_reserve_req(ctx, src->d.rank, NULL, &q);
+    if (st != NETVM_OK)
+        return st;
+    return started(q, src->link->ops->get(src->link, &src->d, off, p, len, q, nv_req_id(q)), req);
+}
+
+netvm_status_t netvm_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,
+                         size_t len, unsigned flags)
+{
+    netvm_req_t *q;
+    netvm_status_t st = netvm_get_nb(ctx, dst, src, off, len, flags, &q);
+    if (st != NETVM_OK || !q)
+        return st;
+    return netvm_wait(&q);
 }
 
 netvm_status_t netvm_atomic_nb(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off,
@@ -116,8 +198,9 @@ netvm_status_t netvm_atomic_nb(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off,
             *result = old;
         return st;
     }
+    /* the emulation: an active message the target's progress engine runs */
     struct netvm_req *q;
-    st = reserve(ctx, r->d.rank, result, &q);
+    st = nv_reserve_req(ctx, r->d.rank, result, &q);
     if (st != NETVM_OK)
         return st;
     struct nv_am m = { .kind = NV_AM_ATOMIC, .op = (uint8_t)op, .src_rank = ctx->rank,
@@ -145,7 +228,9 @@ netvm_status_t netvm_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm
     return netvm_wait(&q);
 }
 
-static netvm_status_t drain(netvm_ctx_t *ctx, int rank)
+/* remote: also wait for the links' own remote completion (flush); else only
+ * for the requests targets execute (fence: each link keeps issue order) */
+static netvm_status_t drain(netvm_ctx_t *ctx, int rank, int remote)
 {
     if (!ctx)
         return NETVM_ERR_INVAL;
@@ -155,17 +240,25 @@ static netvm_status_t drain(netvm_ctx_t *ctx, int rank)
     int lo = rank < 0 ? 0 : rank, hi = rank < 0 ? ctx->size : rank + 1;
     netvm_status_t st = NETVM_OK;
     for (int p = lo; p < hi; p++) {
-        netvm_status_t s = ctx->peers[p].link->ops->flush(ctx->peers[p].link, p);
+        struct nv_link *l = ctx->peers[p].link;
+        netvm_status_t s = NETVM_OK;
+        if (atomic_load(&ctx->peers[p].dead)) {
+            s = rank >= 0 ? NETVM_ERR_PEER : NETVM_OK;
+        } else if (!(l->ops->caps & NV_LINK_CAP_ASYNC)) {
+            s = l->ops->flush(l, p, NULL, 0);
+        } else if (remote) {
+            struct netvm_req *q;
+            s = nv_reserve_req(ctx, p, NULL, &q);
+            if (s == NETVM_OK)
+                s = nv_finish_req(ctx, q, l->ops->flush(l, p, q, nv_req_id(q)));
+            if (s == NETVM_ERR_PEER && rank < 0)
+                s = NETVM_OK;   /* a dead peer does not fail a flush of everyone */
+        }
         if (s != NETVM_OK && st == NETVM_OK)
             st = s;
-        if (rank >= 0 && atomic_load(&ctx->peers[p].dead))
-            st = NETVM_ERR_PEER;
     }
     return st;
 }
 
-/* Every operation is visible at the target once it completes, so ordering
- * and remote completion are the same wait today: for the requests a target
- * executes. */
-netvm_status_t netvm_fence(netvm_ctx_t *ctx, int rank) { return drain(ctx, rank); }
-netvm_status_t netvm_flush(netvm_ctx_t *ctx, int rank) { return drain(ctx, rank); }
+netvm_status_t netvm_fence(netvm_ctx_t *ctx, int rank) { return drain(ctx, rank, 0); }
+netvm_status_t netvm_flush(netvm_ctx_t *ctx, int rank) { return drain(ctx, rank, 1); }

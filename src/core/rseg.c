@@ -20,7 +20,16 @@ static netvm_status_t do_import(netvm_ctx_t *ctx, int rank, const char *name, ui
         return NETVM_ERR_NOMEM;
     r->ctx = ctx;
     r->link = nv_link_to(ctx, rank);
-    netvm_status_t st = r->link->ops->import(r->link, rank, name, slot, key, &r->d);
+    netvm_status_t st;
+    if (r->link->ops->caps & NV_LINK_CAP_ASYNC) {
+        struct netvm_req *q;
+        st = nv_reserve_req(ctx, rank, NULL, &q);
+        if (st == NETVM_OK)
+            st = nv_finish_req(ctx, q, r->link->ops->import(r->link, rank, name, slot, key, &r->d, q,
+                                                               nv_req_id(q)));
+    } else {
+        st = r->link->ops->import(r->link, rank, name, slot, key, &r->d, NULL, 0);
+    }
     if (st != NETVM_OK) {
         free(r);
         return st;

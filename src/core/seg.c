@@ -13,12 +13,44 @@
 
 #define NAME_MAX_LEN 63
 
+/* The caller holds seg_lock, or is the application thread (the only writer). */
 static struct netvm_seg *find_by_name(netvm_ctx_t *ctx, const char *name)
 {
     for (struct netvm_seg *s = ctx->segs; s; s = s->next)
         if (s->name_set && strcmp(s->name, name) == 0)
             return s;
     return NULL;
+}
+
+/* A peer imports over a link whose target answers imports (tcp). */
+netvm_status_t nv_lookup_upcall(void *arg, const char *name, uint32_t slot, uint64_t key,
+                                struct nv_seg_desc *out)
+{
+    netvm_ctx_t *ctx = arg;
+    netvm_status_t st = NETVM_OK;
+    pthread_mutex_lock(&ctx->seg_lock);
+    struct netvm_seg *s = NULL;
+    if (name) {
+        s = find_by_name(ctx, name);
+        if (!s)
+            st = NETVM_ERR_NOTFOUND;
+    } else {
+        for (s = ctx->segs; s && s->slot != slot; s = s->next)
+            ;
+        if (!s || s->key != key)
+            st = NETVM_ERR_KEY;
+    }
+    if (st == NETVM_OK) {
+        memset(out, 0, sizeof *out);
+        out->slot = s->slot;
+        out->key = s->key;
+        out->addr = (uintptr_t)s->addr;
+        out->len = s->len;
+        out->rights = s->rights;
+        out->memfd = -1;
+    }
+    pthread_mutex_unlock(&ctx->seg_lock);
+    return st;
 }
 
 static netvm_status_t publish(netvm_ctx_t *ctx, void *addr, size_t len, unsigned rights,
@@ -58,16 +90,22 @@ static netvm_status_t publish(netvm_ctx_t *ctx, void *addr, size_t len, unsigned
     nv_atu_set(&ctx->atu, s->slot, s->key, (uintptr_t)addr, len, rights, s);
     struct nv_seg_desc d = { .slot = s->slot, .key = s->key, .addr = (uintptr_t)addr, .len = len,
                              .rights = rights, .memfd = memfd, .name = name };
-    st = ctx->shm->ops->seg_publish(ctx->shm, &d);
+    for (int i = 0; i < ctx->nlinks && st == NETVM_OK; i++)
+        st = ctx->links[i]->ops->seg_publish(ctx->links[i], &d);
     if (st != NETVM_OK) {
         nv_atu_revoke(&ctx->atu, s->slot);
+        for (int i = 0; i < ctx->nlinks; i++)
+            ctx->links[i]->ops->seg_revoke(ctx->links[i], s->slot);
+        nv_atu_release(&ctx->atu, s->slot);
         free(s);
         return st;
     }
+    pthread_mutex_lock(&ctx->seg_lock);
     s->next = ctx->segs;
     if (ctx->segs)
         ctx->segs->prev = s;
     ctx->segs = s;
+    pthread_mutex_unlock(&ctx->seg_lock);
     *out = s;
     return NETVM_OK;
 }
@@ -114,15 +152,21 @@ netvm_status_t netvm_unexport(netvm_seg_t *s)
     if (!s)
         return NETVM_ERR_INVAL;
     netvm_ctx_t *ctx = s->ctx;
-    /* stop the peers' direct accesses first, then what this process serves */
-    ctx->shm->ops->seg_revoke(ctx->shm, s->slot);
-    nv_atu_revoke(&ctx->atu, s->slot);
+    pthread_mutex_lock(&ctx->seg_lock);
     if (s->prev)
         s->prev->next = s->next;
     else
         ctx->segs = s->next;
     if (s->next)
         s->next->prev = s->prev;
+    pthread_mutex_unlock(&ctx->seg_lock);
+    /* refuse new accesses that go through the ATU and wait for the ones this
+     * process serves, then let each link fence its own (shm: the peers'
+     * direct accesses; tcp: frames in flight) */
+    nv_atu_revoke(&ctx->atu, s->slot);
+    for (int i = 0; i < ctx->nlinks; i++)
+        ctx->links[i]->ops->seg_revoke(ctx->links[i], s->slot);
+    nv_atu_release(&ctx->atu, s->slot);
     if (s->memfd >= 0) {
         munmap(s->addr, s->map_len);
         close(s->memfd);

@@ -50,13 +50,36 @@ struct nv_rdesc {
     void     *link_priv;  /* the link's own per-import state */
 };
 
+/* A link operation that completes later returns NV_LINK_PENDING and then
+ * calls up.complete(token) exactly once. Core's request ids (below
+ * NV_LINK_MAX_PENDING in their low 16 bits) name such operations on the wire. */
+#define NV_LINK_PENDING     ((netvm_status_t)0x1000)
+#define NV_LINK_MAX_PENDING 4096
+
 /* Calls from a link up into core, so core never needs to know link internals. */
 struct nv_link_upcalls {
     void *arg;
-    /* an active message arrived from src_rank (NV_AM_SIZE bytes) */
+    /* an active message arrived from src_rank (NV_AM_SIZE bytes); src_rank
+     * is -1 where the link cannot vouch for the sender (core then trusts the
+     * message's own field) */
     void (*am)(void *arg, int src_rank, const uint8_t *msg, size_t len);
     /* the peer died or became unreachable */
     void (*peer_down)(void *arg, int rank);
+    /* a pending operation finished */
+    void (*complete)(void *arg, void *token, netvm_status_t st);
+    /* target side, for links whose target executes accesses: check an access
+     * against this process's ATU and translate it */
+    netvm_status_t (*translate)(void *arg, uint32_t slot, uint64_t key, uint64_t off,
+                                uint64_t len, unsigned need, uint64_t *addr);
+    /* target side: describe an exported segment, by name or by (slot, key) */
+    netvm_status_t (*lookup)(void *arg, const char *name, uint32_t slot, uint64_t key,
+                             struct nv_seg_desc *out);
+};
+
+/* The first member of every object a link registers with the progress
+ * thread's epoll set, so the thread knows whose event it is. */
+struct nv_link_ev {
+    struct nv_link *link;
 };
 
 struct nv_link_ops {
@@ -66,18 +89,26 @@ struct nv_link_ops {
     netvm_status_t (*seg_publish)(struct nv_link *l, const struct nv_seg_desc *d);
     void           (*seg_revoke)(struct nv_link *l, uint32_t slot);
 
-    /* initiator side; name == NULL imports by (slot, key) */
+    /* what the link needs from core for put, get and import (NV_LINK_CAP_*) */
+    unsigned caps;
+
+    /* initiator side; name == NULL imports by (slot, key). With
+     * NV_LINK_CAP_ASYNC the result may come later (token, id) */
     netvm_status_t (*import)(struct nv_link *l, int rank, const char *name,
-                             uint32_t slot, uint64_t key, struct nv_rdesc *out);
+                             uint32_t slot, uint64_t key, struct nv_rdesc *out,
+                             void *token, uint32_t id);
     void           (*release)(struct nv_link *l, struct nv_rdesc *d);
 
     /* one-sided data movement; bounds and rights are already checked by core
      * against the cached descriptor; the link checks the target still
      * publishes it (revocation) */
+    /* remote != 0: complete at remote completion (may be pending: token,
+     * id); remote == 0: return at local completion (src reusable), the data
+     * becoming visible by the next flush */
     netvm_status_t (*put)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
-                          const void *src, size_t len);
+                          const void *src, size_t len, int remote, void *token, uint32_t id);
     netvm_status_t (*get)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
-                          void *dst, size_t len);
+                          void *dst, size_t len, void *token, uint32_t id);
     /* only for descriptors with NV_RDESC_ATOMIC */
     netvm_status_t (*atomic)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
                              netvm_atomic_op_t op, uint64_t operand, uint64_t compare,
@@ -89,8 +120,9 @@ struct nv_link_ops {
      * thread that polls for it) */
     netvm_status_t (*am_send)(struct nv_link *l, int rank, const uint8_t *msg, unsigned flags);
 
-    /* run upcalls for everything that arrived; returns how many */
-    int  (*poll)(struct nv_link *l);
+    /* run upcalls for everything that arrived (from rank first, if >= 0);
+     * returns how many */
+    int  (*poll)(struct nv_link *l, int rank);
     /* a thread is about to spin on poll() (so peers need not wake anyone),
      * and has stopped */
     void (*poll_enter)(struct nv_link *l);
@@ -108,8 +140,9 @@ struct nv_link_ops {
     int  (*reply_wait_enter)(struct nv_link *l);
     void (*reply_wait_leave)(struct nv_link *l);
 
-    /* fence the link's own pipeline to rank (rank < 0: all) */
-    netvm_status_t (*flush)(struct nv_link *l, int rank);
+    /* remote completion of every put issued to rank before it (may be
+     * pending: token, id) */
+    netvm_status_t (*flush)(struct nv_link *l, int rank, void *token, uint32_t id);
     /* 1 if rank is known dead */
     int  (*peer_dead)(struct nv_link *l, int rank);
 
@@ -117,6 +150,12 @@ struct nv_link_ops {
 };
 
 enum { NV_AM_SEND_REPLY = 1u << 0 };
+
+enum {
+    /* put with remote completion, get, import and flush may return
+     * NV_LINK_PENDING: core must pass a request as their token */
+    NV_LINK_CAP_ASYNC = 1u << 0,
+};
 
 struct nv_link {
     const struct nv_link_ops *ops;

@@ -13,6 +13,8 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_MAX_SEGMENTS",   "16384", "segments one process can export at once" },
     { "NETVM_SHM_MAPPED",     "1",     "1: access peers' shared segments by direct loads/stores; 0: always use process_vm_readv/writev" },
     { "NETVM_PROGRESS_THREAD","1",     "1: a progress thread serves peers while the application computes; 0: only inside netvm calls" },
+    { "NETVM_LINKS",          "auto",  "auto: shm within a machine, tcp between machines; tcp: tcp to every other rank; shm: shm only" },
+    { "NETVM_TCP_ADDR",       "127.0.0.1", "IPv4 address the tcp link listens on and advertises (the launcher sets it on multi-host jobs)" },
     { "NETVM_RANK",           NULL,    "set by the launcher: this process's rank" },
     { "NETVM_SIZE",           NULL,    "set by the launcher: number of processes in the job" },
     { "NETVM_JOB_ID",         NULL,    "set by the launcher: identifies the job" },

@@ -23,6 +23,7 @@ int main(void)
     CHECK_ST(nv_atu_translate(&atu, slot, 0xabc, UINT64_MAX, 2, NETVM_READ, &a), NETVM_ERR_BOUNDS);
     CHECK_ST(nv_atu_translate(&atu, slot, 0xabc, 0, 8, NETVM_WRITE, &a), NETVM_ERR_RIGHTS);
     nv_atu_revoke(&atu, slot);
+    nv_atu_release(&atu, slot);
     CHECK_ST(nv_atu_translate(&atu, slot, 0xabc, 0, 8, NETVM_READ, &a), NETVM_ERR_REVOKED);
     /* the slot comes back; the old key never matches again */
     uint32_t again;

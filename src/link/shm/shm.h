@@ -18,7 +18,7 @@ struct nv_shm_card {
     int32_t  pid;
     int32_t  block_fd;
     uint32_t pad;
-    uint64_t host_id;     /* peers with another host_id are not on this machine */
+    uint64_t host_id;     /* peers with another host_id are not reachable by shm */
 };
 
 struct nv_shm_params {
@@ -31,7 +31,9 @@ struct nv_shm_params {
 netvm_status_t nv_shm_link_open(struct nv_link **link, int rank, int size,
                                 const struct nv_shm_params *p,
                                 const struct nv_link_upcalls *up, struct nv_shm_card *card);
-/* Attach to every peer, given all ranks' cards (size entries). */
-netvm_status_t nv_shm_link_connect(struct nv_link *link, const struct nv_shm_card *cards);
+/* Attach to every rank r with use[r] != 0; rank r's card is at
+ * (const char *)cards + r * stride. */
+netvm_status_t nv_shm_link_connect(struct nv_link *link, const struct nv_shm_card *cards, size_t stride,
+                                   const uint8_t *use);
 
 #endif

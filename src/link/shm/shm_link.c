@@ -18,7 +18,7 @@
 #define RING_SIZE 4096u
 
 static netvm_status_t shm_am_send(struct nv_link *l, int rank, const uint8_t *msg, unsigned flags);
-static int  shm_poll(struct nv_link *l);
+static int  shm_poll(struct nv_link *l, int rank);
 static void shm_poll_enter(struct nv_link *l);
 static void shm_poll_leave(struct nv_link *l);
 static netvm_status_t shm_epoll_add(struct nv_link *l, int epfd);
@@ -27,12 +27,13 @@ static int  shm_sleep_prepare(struct nv_link *l);
 static void shm_sleep_done(struct nv_link *l);
 static int  shm_reply_wait_enter(struct nv_link *l);
 static void shm_reply_wait_leave(struct nv_link *l);
-static netvm_status_t shm_flush(struct nv_link *l, int rank);
+static netvm_status_t shm_flush(struct nv_link *l, int rank, void *token, uint32_t id);
 static int  shm_peer_dead(struct nv_link *l, int rank);
 static void shm_destroy(struct nv_link *l);
 
 static const struct nv_link_ops shm_ops = {
     .name = "shm",
+    .caps = 0,
     .seg_publish = shm_seg_publish,
     .seg_revoke = shm_seg_revoke,
     .import = shm_import,
@@ -122,8 +123,11 @@ netvm_status_t nv_shm_link_open(struct nv_link **out, int rank, int size,
         segs[i].memfd = -1;
     atomic_store_explicit(&h->magic, NV_SHM_MAGIC, memory_order_release);
 
-    for (int r = 0; r < size; r++)
+    s->doorbell_ev.link = &s->base;
+    for (int r = 0; r < size; r++) {
         s->peers[r].pidfd = s->peers[r].doorbell = -1;
+        s->peers[r].ev.link = &s->base;
+    }
 
     memset(card, 0, sizeof *card);
     card->version = NV_SHM_VERSION;
@@ -171,18 +175,22 @@ static netvm_status_t attach_peer(struct shm_link *s, struct shm_peer *pe, const
     return NETVM_OK;
 }
 
-netvm_status_t nv_shm_link_connect(struct nv_link *l, const struct nv_shm_card *cards)
+netvm_status_t nv_shm_link_connect(struct nv_link *l, const struct nv_shm_card *cards, size_t stride,
+                                   const uint8_t *use)
 {
     struct shm_link *s = shm_of(l);
     uint64_t host = shm_host_id();
     for (int r = 0; r < l->size; r++) {
         struct shm_peer *pe = &s->peers[r];
         pe->rank = r;
-        if (cards[r].version != NV_SHM_VERSION || cards[r].host_id != host) {
+        if (!use[r])
+            continue;
+        const struct nv_shm_card *c = (const struct nv_shm_card *)((const char *)cards + (size_t)r * stride);
+        if (c->version != NV_SHM_VERSION || c->host_id != host) {
             nv_error("shm link: rank %d is not on this machine (or runs another netvm version)", r);
             return NETVM_ERR_UNSUPPORTED;
         }
-        netvm_status_t st = attach_peer(s, pe, &cards[r]);
+        netvm_status_t st = attach_peer(s, pe, c);
         if (st != NETVM_OK)
             return st;
     }
@@ -216,7 +224,7 @@ static netvm_status_t shm_am_send(struct nv_link *l, int rank, const uint8_t *ms
     while (nv_shm_ring_push(pe->hdr, msg) != 0) {
         if (shm_peer_dead(l, rank))
             return NETVM_ERR_PEER;
-        shm_poll(l);
+        shm_poll(l, -1);
         ring_doorbell(pe, 0);
         sched_yield();
     }
@@ -224,7 +232,7 @@ static netvm_status_t shm_am_send(struct nv_link *l, int rank, const uint8_t *ms
     return NETVM_OK;
 }
 
-static int shm_poll(struct nv_link *l)
+static int shm_poll(struct nv_link *l, int rank)
 {
     struct shm_link *s = shm_of(l);
     if (atomic_flag_test_and_set_explicit(&s->consuming, memory_order_acquire))
@@ -249,17 +257,17 @@ static void shm_poll_leave(struct nv_link *l)
 {
     atomic_fetch_sub_explicit(&shm_of(l)->self->pollers, 1, memory_order_seq_cst);
     /* a producer that saw us polling did not ring: look once more */
-    shm_poll(l);
+    shm_poll(l, -1);
 }
 
 static netvm_status_t shm_epoll_add(struct nv_link *l, int epfd)
 {
     struct shm_link *s = shm_of(l);
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &s->doorbell_token };
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &s->doorbell_ev };
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, s->doorbell, &ev) != 0)
         return NETVM_ERR_SYS;
     for (int r = 0; r < l->size; r++) {
-        if (r == l->rank)
+        if (r == l->rank || s->peers[r].pidfd < 0)
             continue;
         ev.data.ptr = &s->peers[r];
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, s->peers[r].pidfd, &ev) != 0)
@@ -279,11 +287,11 @@ static void mark_dead(struct shm_link *s, struct shm_peer *pe)
 static void shm_epoll_event(struct nv_link *l, void *token)
 {
     struct shm_link *s = shm_of(l);
-    if (token == &s->doorbell_token) {
+    if (token == &s->doorbell_ev) {
         uint64_t v;
         ssize_t n = read(s->doorbell, &v, sizeof v);
         (void)n;
-        shm_poll(l);
+        shm_poll(l, -1);
         return;
     }
     struct shm_peer *pe = token;
@@ -319,7 +327,7 @@ static void shm_reply_wait_leave(struct nv_link *l)
     atomic_fetch_sub_explicit(&shm_of(l)->self->reply_sleepers, 1, memory_order_relaxed);
 }
 
-static netvm_status_t shm_flush(struct nv_link *l, int rank)
+static netvm_status_t shm_flush(struct nv_link *l, int rank, void *token, uint32_t id)
 {
     /* direct stores are complete once executed; the fence drains this CPU's
      * store buffer so they are visible to the target's loads */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -42,7 +43,15 @@ void *shm_map_fd(int fd, size_t len)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* Processes on one machine share the kernel's boot id. */
+/* Processes that can reach each other by shm share the kernel (its boot
+ * id), the host name, and the network and pid namespaces: a job spread over
+ * network namespaces is treated as spread over machines. */
+static unsigned long ns_inode(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
 uint64_t shm_host_id(void)
 {
     char buf[64] = "";
@@ -55,6 +64,7 @@ uint64_t shm_host_id(void)
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     char both[400];
-    snprintf(both, sizeof both, "%s/%s", buf, host);
+    snprintf(both, sizeof both, "%s/%s/%lu/%lu", buf, host, ns_inode("/proc/self/ns/net"),
+             ns_inode("/proc/self/ns/pid"));
     return nv_hash_str(both);
 }

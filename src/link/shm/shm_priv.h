@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 struct shm_peer {
+    struct nv_link_ev ev;          /* epoll token: the peer's pidfd */
     int               rank;
     pid_t             pid;
     int               pidfd;       /* readable once the peer has exited */
@@ -26,7 +27,7 @@ struct shm_link {
     struct shm_peer   *peers;      /* size entries; peers[rank] is ourselves */
     atomic_flag        consuming;  /* one consumer of our ring at a time */
     uint64_t           gen;        /* publish generations */
-    char               doorbell_token; /* epoll token addresses */
+    struct nv_link_ev  doorbell_ev;   /* epoll token: our doorbell */
 };
 
 /* Per-import state behind nv_rdesc.link_priv. */
@@ -44,10 +45,12 @@ static inline struct shm_link *shm_of(struct nv_link *l) { return (struct shm_li
 netvm_status_t shm_seg_publish(struct nv_link *l, const struct nv_seg_desc *d);
 void           shm_seg_revoke(struct nv_link *l, uint32_t slot);
 netvm_status_t shm_import(struct nv_link *l, int rank, const char *name, uint32_t slot,
-                          uint64_t key, struct nv_rdesc *out);
+                          uint64_t key, struct nv_rdesc *out, void *token, uint32_t id);
 void           shm_release(struct nv_link *l, struct nv_rdesc *d);
-netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src, size_t len);
-netvm_status_t shm_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *dst, size_t len);
+netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src, size_t len,
+                       int remote, void *token, uint32_t id);
+netvm_status_t shm_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *dst, size_t len,
+                       void *token, uint32_t id);
 netvm_status_t shm_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, netvm_atomic_op_t op,
                           uint64_t operand, uint64_t compare, uint64_t *result);
 

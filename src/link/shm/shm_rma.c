@@ -130,7 +130,7 @@ static netvm_status_t find_entry(struct shm_peer *pe, const char *name, uint32_t
 }
 
 netvm_status_t shm_import(struct nv_link *l, int rank, const char *name, uint32_t slot,
-                          uint64_t key, struct nv_rdesc *out)
+                          uint64_t key, struct nv_rdesc *out, void *token, uint32_t id)
 {
     struct shm_link *s = shm_of(l);
     struct shm_peer *pe = &s->peers[rank];
@@ -249,7 +249,10 @@ static netvm_status_t cma_copy(struct nv_link *l, struct shm_peer *pe, uint64_t 
     return NETVM_OK;
 }
 
-netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src, size_t len)
+/* Every access completes before it returns: local and remote completion
+ * are the same moment on this link. */
+netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src, size_t len,
+                       int remote, void *token, uint32_t id)
 {
     struct shm_link *s = shm_of(l);
     struct shm_import *im = d->link_priv;
@@ -267,7 +270,8 @@ netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, cons
     return st;
 }
 
-netvm_status_t shm_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *dst, size_t len)
+netvm_status_t shm_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *dst, size_t len,
+                       void *token, uint32_t id)
 {
     struct shm_link *s = shm_of(l);
     struct shm_import *im = d->link_priv;

@@ -1,0 +1,189 @@
+/* What a connection does with each frame: the target's side (checks against
+ * the ATU, then straight into or out of memory) and the initiator's side
+ * (answers completing pending operations). A frame kind not allowed in the
+ * connection's state closes it. */
+#define _GNU_SOURCE
+#include "link/tcp/tcp_priv.h"
+#include "util/hmac.h"
+#include "util/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* An exported range may have been unmapped behind netvm's back: receiving
+ * into it would fail half-way, sending from it would crash nothing but would
+ * fail too. Check before a byte moves. */
+static int range_mapped(uint64_t addr, uint64_t len)
+{
+    if (len == 0)
+        return 1;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)addr & ~(page - 1);
+    size_t span = (size_t)((addr + len - start + page - 1) / page * page);
+    size_t pages = span / page;
+    unsigned char stackvec[256];
+    unsigned char *vec = pages <= sizeof stackvec ? stackvec : malloc(pages);
+    if (!vec)
+        return 0;
+    int ok = mincore((void *)start, span, vec) == 0;
+    if (vec != stackvec)
+        free(vec);
+    return ok;
+}
+
+static void serve_begin(struct tcp_conn *c) { atomic_fetch_add(&c->serve_seq, 1); }
+static void serve_end(struct tcp_conn *c)   { atomic_fetch_add_explicit(&c->serve_seq, 1, memory_order_release); }
+
+static void reply(struct tcp_conn *c, uint8_t kind, uint32_t req_id, netvm_status_t st)
+{
+    struct nv_tcp_hdr h = { .kind = kind, .req_id = req_id, .status = (uint16_t)st };
+    tcp_queue_reply(c, &h, NULL, 0, 0, -1);
+}
+
+static void begin_put(struct tcp_conn *c)
+{
+    struct tcp_link *t = c->link;
+    uint64_t addr = 0;
+    netvm_status_t st = t->base.up.translate(t->base.up.arg, c->h.slot, c->h.key, c->h.off, c->h.len,
+                                             NETVM_WRITE, &addr);
+    if (st == NETVM_OK && !range_mapped(addr, c->h.len))
+        st = NETVM_ERR_FAULT;
+    c->frame_status = st;
+    if (st == NETVM_OK) {
+        serve_begin(c);     /* ended in tcp_frame_end, or when the connection dies */
+        c->dst = (uint8_t *)(uintptr_t)addr;
+    }
+}
+
+static void begin_get(struct tcp_conn *c)
+{
+    struct tcp_link *t = c->link;
+    uint64_t addr = 0;
+    serve_begin(c);
+    netvm_status_t st = t->base.up.translate(t->base.up.arg, c->h.slot, c->h.key, c->h.off, c->h.len,
+                                             NETVM_READ, &addr);
+    if (st == NETVM_OK && !range_mapped(addr, c->h.len))
+        st = NETVM_ERR_FAULT;
+    struct nv_tcp_hdr h = { .kind = NV_TCP_GET_RESP, .req_id = c->h.req_id, .status = (uint16_t)st };
+    if (st == NETVM_OK && c->h.len) {
+        /* answered straight from the source memory; the reference keeps the
+         * segment from being revoked until the bytes are sent */
+        h.len = c->h.len;
+        atomic_fetch_add(&t->slot_refs[c->h.slot], 1);
+        serve_end(c);
+        tcp_queue_reply(c, &h, (const void *)(uintptr_t)addr, c->h.len, 0, (int)c->h.slot);
+        return;
+    }
+    serve_end(c);
+    tcp_queue_reply(c, &h, NULL, 0, 0, -1);
+}
+
+static void begin_answer(struct tcp_conn *c)
+{
+    struct tcp_link *t = c->link;
+    struct tcp_pending *p = tcp_pending_take(t, c->h.req_id, c->h.kind, c->rank);
+    if (!p) {
+        tcp_conn_fail(c, "answer to no request");
+        return;
+    }
+    if (c->h.kind == NV_TCP_GET_RESP && c->h.status == NETVM_OK) {
+        if (c->h.len != p->len) {
+            tcp_conn_fail(c, "GET answer of the wrong length");
+            return;
+        }
+        c->dst = p->dst;
+    }
+    if (c->h.kind == NV_TCP_IMPORT_RESP && c->h.status == NETVM_OK) {
+        p->rd->slot = c->h.slot;
+        p->rd->key = c->h.key;
+        p->rd->len = c->h.len;
+        p->rd->rights = (unsigned)c->h.operand;
+        p->rd->addr = 0;
+    }
+    /* completed at the frame's end, once the payload has landed */
+    c->frame_status = (netvm_status_t)c->h.status;
+    c->small_got = 0;
+    memcpy(c->small, &p->token, sizeof p->token);
+    p->id = 0;   /* the slot is free again */
+}
+
+void tcp_frame_begin(struct tcp_conn *c)
+{
+    int state = atomic_load(&c->state);
+    if (state != CONN_READY) {
+        tcp_conn_fail(c, "frame before authentication");
+        return;
+    }
+    switch (c->h.kind) {
+    case NV_TCP_PUT:        begin_put(c); break;
+    case NV_TCP_GET:        begin_get(c); break;
+    case NV_TCP_PUT_ACK:
+    case NV_TCP_GET_RESP:
+    case NV_TCP_FLUSH_ACK:
+    case NV_TCP_IMPORT_RESP: begin_answer(c); break;
+    case NV_TCP_FLUSH: {
+        struct nv_tcp_hdr h = { .kind = NV_TCP_FLUSH_ACK, .req_id = c->h.req_id, .status = (uint16_t)c->first_err };
+        c->first_err = NETVM_OK;
+        tcp_queue_reply(c, &h, NULL, 0, 0, -1);
+        break;
+    }
+    case NV_TCP_BYE:        c->bye = 1; break;
+    case NV_TCP_AM:
+    case NV_TCP_IMPORT:     break;   /* acted on once the payload is in */
+    default:
+        tcp_conn_fail(c, "frame not allowed after authentication");
+        break;
+    }
+}
+
+static void end_import(struct tcp_conn *c)
+{
+    struct tcp_link *t = c->link;
+    char name[NV_TCP_NAME_MAX + 1];
+    memcpy(name, c->small, c->small_got);
+    name[c->small_got] = 0;
+    struct nv_seg_desc d;
+    netvm_status_t st = t->base.up.lookup(t->base.up.arg, c->small_got ? name : NULL, c->h.slot, c->h.key, &d);
+    struct nv_tcp_hdr h = { .kind = NV_TCP_IMPORT_RESP, .req_id = c->h.req_id, .status = (uint16_t)st };
+    if (st == NETVM_OK) {
+        h.slot = d.slot;
+        h.key = d.key;
+        h.len = d.len;
+        h.operand = d.rights;
+    }
+    tcp_queue_reply(c, &h, NULL, 0, 0, -1);
+}
+
+void tcp_frame_end(struct tcp_conn *c)
+{
+    struct tcp_link *t = c->link;
+    switch (c->h.kind) {
+    case NV_TCP_PUT:
+        if (c->frame_status == NETVM_OK)
+            serve_end(c);
+        if (c->h.flags & NV_TCP_F_ACK)
+            reply(c, NV_TCP_PUT_ACK, c->h.req_id, c->frame_status);
+        else if (c->frame_status != NETVM_OK && c->first_err == NETVM_OK)
+            c->first_err = c->frame_status;   /* reported by the next FLUSH */
+        break;
+    case NV_TCP_PUT_ACK:
+    case NV_TCP_GET_RESP:
+    case NV_TCP_FLUSH_ACK:
+    case NV_TCP_IMPORT_RESP: {
+        void *token;
+        memcpy(&token, c->small, sizeof token);
+        t->base.up.complete(t->base.up.arg, token, c->frame_status);
+        break;
+    }
+    case NV_TCP_AM:
+        t->base.up.am(t->base.up.arg, c->rank, c->small, NV_AM_SIZE);
+        break;
+    case NV_TCP_IMPORT:
+        end_import(c);
+        break;
+    default:
+        break;
+    }
+}
