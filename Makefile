@@ -1,10 +1,13 @@
 # The README's two commands. Each installs what it needs, then drives CMake.
+SHELL := /bin/bash
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps demo test build build-asan build-tsan compare clean
+.PHONY: all deps demo test build build-asan build-tsan build-fuzz fuzz compare clean
 
 all: build
 
@@ -25,10 +28,27 @@ build-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNETVM_TSAN=ON >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
 
+# libFuzzer binaries for every wire decoder (clang).
+build-fuzz: deps
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNETVM_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_tcp_frame fuzz_am fuzz_tcp_rx
+
+# Each fuzzer runs FUZZ_SECONDS from the committed corpus (copied: new inputs
+# stay out of the tree); a crash fails the run and leaves its input here.
+fuzz: build-fuzz
+	@for t in tcp_frame am tcp_rx; do \
+	  dir=$$(mktemp -d); cp tests/fuzz/corpus/$$t/* $$dir/; \
+	  echo "== fuzzing $$t for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_BUILD)/ \
+	      -print_final_stats=0 $$dir 2>&1 | grep -E "^Done|ERROR|crash|SUMMARY"; \
+	  status=$${PIPESTATUS[0]}; rm -rf $$dir; \
+	  [ $$status -eq 0 ] || { echo "fuzz_$$t failed (input in $(FUZZ_BUILD)/)"; exit 1; }; \
+	done
+
 demo: build
 	@$(BUILD)/tools/netvm run -n 4 -- $(BUILD)/examples/demo
 
-test: build build-asan build-tsan
+test: build build-asan build-tsan fuzz
 	@echo "== tests (release build)"
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 	@echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
@@ -42,4 +62,4 @@ compare: build
 	@bench/compare --link shm --netvm $(BUILD)/tools/netvm --json $(BUILD)/compare-shm.json
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

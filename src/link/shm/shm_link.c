@@ -121,7 +121,7 @@ netvm_status_t nv_shm_link_open(struct nv_link **out, int rank, int size,
     struct nv_shm_seg *segs = nv_shm_segs(h);
     for (uint32_t i = 0; i < h->nseg; i++)
         segs[i].memfd = -1;
-    atomic_store_explicit(&h->magic, NV_SHM_MAGIC, memory_order_release);
+    __atomic_store_n(&h->magic, NV_SHM_MAGIC, __ATOMIC_RELEASE);
 
     s->doorbell_ev.link = &s->base;
     for (int r = 0; r < size; r++) {
