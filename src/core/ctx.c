@@ -106,6 +106,8 @@ netvm_status_t netvm_barrier(netvm_ctx_t *ctx)
 {
     if (!ctx)
         return NETVM_ERR_INVAL;
+    /* operations gathered for sending leave before we block */
+    netvm_progress(ctx);
     return nv_boot_barrier(ctx->boot);
 }
 

@@ -61,42 +61,61 @@ static void set_pollout(struct tcp_conn *c, int on)
     epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
-/* Send queued replies until the socket is full; the caller holds send_lock. */
+/* Send queued replies, many per system call, until the queue is empty or
+ * the socket full; the caller holds send_lock. */
 static void flush_out_locked(struct tcp_conn *c)
 {
+    enum { MAXIOV = 64 };
     for (;;) {
-        pthread_mutex_lock(&c->out_lock);
-        struct tcp_out *o = c->out_head;
-        pthread_mutex_unlock(&c->out_lock);
-        if (!o || atomic_load(&c->state) == CONN_DEAD)
-            break;
-        struct iovec iov[2];
+        struct iovec iov[MAXIOV];
         int n = 0;
-        size_t total = NV_TCP_HDR_LEN + (size_t)o->plen;
-        if (o->sent < NV_TCP_HDR_LEN) {
-            iov[n++] = (struct iovec){ o->hdr + o->sent, NV_TCP_HDR_LEN - o->sent };
-            if (o->plen)
-                iov[n++] = (struct iovec){ (void *)o->payload, (size_t)o->plen };
-        } else {
-            size_t done = o->sent - NV_TCP_HDR_LEN;
-            iov[n++] = (struct iovec){ (void *)(o->payload + done), (size_t)o->plen - done };
+        pthread_mutex_lock(&c->out_lock);
+        for (struct tcp_out *o = c->out_head; o && n + 2 <= MAXIOV; o = o->next) {
+            if (o->sent < NV_TCP_HDR_LEN) {
+                iov[n++] = (struct iovec){ o->hdr + o->sent, NV_TCP_HDR_LEN - o->sent };
+                if (o->plen)
+                    iov[n++] = (struct iovec){ (void *)o->payload, (size_t)o->plen };
+            } else {
+                size_t done = o->sent - NV_TCP_HDR_LEN;
+                iov[n++] = (struct iovec){ (void *)(o->payload + done), (size_t)o->plen - done };
+            }
         }
+        pthread_mutex_unlock(&c->out_lock);
+        if (n == 0 || atomic_load(&c->state) == CONN_DEAD)
+            break;
         ssize_t w = write_some(c, iov, n);
         if (w < 0)
             break;
-        o->sent += (size_t)w;
-        if (o->sent < total) {
-            set_pollout(c, 1);   /* the progress thread finishes it when there is room */
-            return;
+        /* retire what went out completely */
+        size_t left = (size_t)w;
+        for (;;) {
+            pthread_mutex_lock(&c->out_lock);
+            struct tcp_out *o = c->out_head;
+            size_t need = o ? NV_TCP_HDR_LEN + (size_t)o->plen - o->sent : 0;
+            if (!o || left < need) {
+                if (o)
+                    o->sent += left;
+                pthread_mutex_unlock(&c->out_lock);
+                break;
+            }
+            c->out_head = o->next;
+            if (!c->out_head)
+                c->out_tail = NULL;
+            pthread_mutex_unlock(&c->out_lock);
+            left -= need;
+            if (o->slot_ref >= 0)
+                atomic_fetch_sub_explicit(&c->link->slot_refs[o->slot_ref], 1, memory_order_release);
+            free(o);
         }
         pthread_mutex_lock(&c->out_lock);
-        c->out_head = o->next;
-        if (!c->out_head)
-            c->out_tail = NULL;
+        int more = c->out_head != NULL, stuck = more && (size_t)w == 0;
         pthread_mutex_unlock(&c->out_lock);
-        if (o->slot_ref >= 0)
-            atomic_fetch_sub_explicit(&c->link->slot_refs[o->slot_ref], 1, memory_order_release);
-        free(o);
+        if (stuck || (more && w == 0)) {
+            set_pollout(c, 1);   /* the progress thread finishes when there is room */
+            return;
+        }
+        if (!more)
+            break;
     }
     set_pollout(c, 0);
 }
@@ -145,38 +164,34 @@ void tcp_queue_reply(struct tcp_conn *c, const struct nv_tcp_hdr *h, const void 
         c->out_head = o;
     c->out_tail = o;
     pthread_mutex_unlock(&c->out_lock);
-    tcp_try_flush(c);
+    /* sent by tcp_rx after the frames it is receiving, all at once */
 }
 
-netvm_status_t tcp_send_frame(struct tcp_conn *c, const struct nv_tcp_hdr *h, const void *payload, uint64_t plen)
+#define WBUF_CAP  (64 * 1024)
+#define BATCH_MAX (8 * 1024)
+
+/* Write the whole of iov, receiving while the socket is full; the caller
+ * holds send_lock and no queued reply is half-sent. */
+static netvm_status_t write_all_locked(struct tcp_conn *c, struct iovec *iov, int n, size_t total)
 {
-    uint8_t hb[NV_TCP_HDR_LEN];
-    nv_tcp_hdr_encode(h, hb);
-    pthread_mutex_lock(&c->send_lock);
-    /* replies first: they unblock the peer */
-    flush_out_locked(c);
-    size_t total = NV_TCP_HDR_LEN + (size_t)plen, sent = 0;
-    netvm_status_t st = NETVM_OK;
+    size_t sent = 0;
     while (sent < total) {
-        if (atomic_load(&c->state) == CONN_DEAD) {
-            st = NETVM_ERR_PEER;
-            break;
-        }
-        struct iovec iov[2];
-        int n = 0;
-        if (sent < NV_TCP_HDR_LEN) {
-            iov[n++] = (struct iovec){ hb + sent, NV_TCP_HDR_LEN - sent };
-            if (plen)
-                iov[n++] = (struct iovec){ (void *)payload, (size_t)plen };
-        } else {
-            iov[n++] = (struct iovec){ (uint8_t *)payload + (sent - NV_TCP_HDR_LEN), total - sent };
-        }
+        if (atomic_load(&c->state) == CONN_DEAD)
+            return NETVM_ERR_PEER;
         ssize_t w = write_some(c, iov, n);
-        if (w < 0) {
-            st = NETVM_ERR_PEER;
-            break;
-        }
+        if (w < 0)
+            return NETVM_ERR_PEER;
         sent += (size_t)w;
+        /* advance the iovec past what went out */
+        while (n > 0 && (size_t)w >= iov[0].iov_len) {
+            w -= (ssize_t)iov[0].iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov[0].iov_base = (uint8_t *)iov[0].iov_base + w;
+            iov[0].iov_len -= (size_t)w;
+        }
         if (sent < total) {
             /* no room: keep the peer's data flowing while we wait */
             struct pollfd p = { .fd = c->fd, .events = POLLOUT | POLLIN };
@@ -184,11 +199,92 @@ netvm_status_t tcp_send_frame(struct tcp_conn *c, const struct nv_tcp_hdr *h, co
                 tcp_rx(c);
         }
     }
-    flush_out_locked(c);
+    return NETVM_OK;
+}
+
+/* A reply half-sent must finish before any other byte enters the stream. */
+static netvm_status_t settle_out_locked(struct tcp_conn *c)
+{
+    for (;;) {
+        flush_out_locked(c);
+        pthread_mutex_lock(&c->out_lock);
+        int partial = c->out_head && c->out_head->sent > 0;
+        pthread_mutex_unlock(&c->out_lock);
+        if (!partial)
+            return NETVM_OK;
+        if (atomic_load(&c->state) == CONN_DEAD)
+            return NETVM_ERR_PEER;
+        struct pollfd p = { .fd = c->fd, .events = POLLOUT | POLLIN };
+        if (poll(&p, 1, 100) > 0 && (p.revents & POLLIN))
+            tcp_rx(c);
+    }
+}
+
+static netvm_status_t flush_wbuf_locked(struct tcp_conn *c)
+{
+    if (!c->wlen)
+        return NETVM_OK;
+    netvm_status_t st = settle_out_locked(c);
+    struct iovec iov = { c->wbuf, c->wlen };
+    if (st == NETVM_OK)
+        st = write_all_locked(c, &iov, 1, c->wlen);
+    c->wlen = 0;
+    atomic_store_explicit(&c->wbuf_used, 0, memory_order_relaxed);
+    return st;
+}
+
+static void unlock_send(struct tcp_conn *c)
+{
     pthread_mutex_unlock(&c->send_lock);
     if (atomic_load(&c->tx_pending))
         tcp_try_flush(c);
+}
+
+netvm_status_t tcp_send_frame(struct tcp_conn *c, const struct nv_tcp_hdr *h, const void *payload, uint64_t plen,
+                              int batch)
+{
+    netvm_status_t st = NETVM_OK;
+    size_t total = NV_TCP_HDR_LEN + (size_t)plen;
+    pthread_mutex_lock(&c->send_lock);
+    if (atomic_load(&c->state) == CONN_DEAD) {
+        pthread_mutex_unlock(&c->send_lock);
+        return NETVM_ERR_PEER;
+    }
+    if (batch && total <= BATCH_MAX && c->wbuf) {
+        if (c->wlen + total > WBUF_CAP)
+            st = flush_wbuf_locked(c);
+        nv_tcp_hdr_encode(h, c->wbuf + c->wlen);
+        if (plen)
+            memcpy(c->wbuf + c->wlen + NV_TCP_HDR_LEN, payload, (size_t)plen);
+        c->wlen += total;
+        atomic_store_explicit(&c->wbuf_used, 1, memory_order_relaxed);
+        unlock_send(c);
+        return st;
+    }
+    /* gathered frames went first: they were issued first */
+    st = flush_wbuf_locked(c);
+    if (st == NETVM_OK)
+        st = settle_out_locked(c);
+    if (st == NETVM_OK) {
+        uint8_t hb[NV_TCP_HDR_LEN];
+        nv_tcp_hdr_encode(h, hb);
+        struct iovec iov[2] = { { hb, NV_TCP_HDR_LEN }, { (void *)payload, (size_t)plen } };
+        st = write_all_locked(c, iov, plen ? 2 : 1, total);
+    }
+    flush_out_locked(c);
+    unlock_send(c);
     return st;
+}
+
+void tcp_flush_gathered(struct tcp_conn *c)
+{
+    if (!atomic_load_explicit(&c->wbuf_used, memory_order_relaxed))
+        return;
+    if (pthread_mutex_trylock(&c->send_lock) != 0)
+        return;   /* its holder sends them before any frame of its own */
+    flush_wbuf_locked(c);
+    flush_out_locked(c);
+    unlock_send(c);
 }
 
 /* Read into buf without blocking: bytes read, 0 if nothing is there, -1 if
@@ -216,66 +312,108 @@ static ssize_t read_some(struct tcp_conn *c, void *buf, size_t len)
     }
 }
 
+/* Where the current frame's payload goes: its destination, the small
+ * buffer, or nowhere (a refused PUT is drained). */
+static uint8_t *payload_target(struct tcp_conn *c)
+{
+    if (c->dst)
+        return c->dst;
+    if (c->h.kind != NV_TCP_PUT && c->h.kind != NV_TCP_GET_RESP &&
+        c->remaining <= sizeof c->small - c->small_got)
+        return c->small + c->small_got;
+    return NULL;
+}
+
+static void payload_advance(struct tcp_conn *c, size_t n)
+{
+    c->remaining -= n;
+    if (c->dst)
+        c->dst += n;
+    else if (c->h.kind != NV_TCP_PUT && c->h.kind != NV_TCP_GET_RESP)
+        c->small_got += n;
+}
+
+/* A header is complete: decode and act on it. 0 to go on, -1 if the
+ * connection is dead. */
+static int header_done(struct tcp_conn *c, int *frames)
+{
+    c->hdr_got = 0;
+    const char *why = NULL;
+    if (nv_tcp_hdr_decode(c->hdr_buf, NV_TCP_HDR_LEN, &c->h, &why)) {
+        tcp_conn_fail(c, why);
+        return -1;
+    }
+    c->remaining = nv_tcp_payload_len(&c->h);
+    c->dst = NULL;
+    c->small_got = 0;
+    tcp_frame_begin(c);
+    if (atomic_load(&c->state) == CONN_DEAD)
+        return -1;
+    if (c->remaining == 0) {
+        tcp_frame_end(c);
+        (*frames)++;
+    } else {
+        c->rx = RX_PAYLOAD;
+    }
+    return 0;
+}
+
 static int rx_locked(struct tcp_conn *c)
 {
     int frames = 0;
-    uint8_t sink[65536];
     while (atomic_load(&c->state) != CONN_DEAD) {
-        if (c->rx == RX_HDR) {
-            ssize_t r = read_some(c, c->hdr_buf + c->hdr_got, NV_TCP_HDR_LEN - c->hdr_got);
+        if (c->stage_off == c->stage_len) {
+            c->stage_off = c->stage_len = 0;
+            if (c->rx == RX_PAYLOAD && c->remaining >= TCP_STAGE_CAP) {
+                /* a large payload: straight from the socket into place */
+                uint8_t *into = payload_target(c);
+                uint8_t sink[4096];
+                size_t want = c->remaining > (uint64_t)SSIZE_MAX ? (size_t)SSIZE_MAX : (size_t)c->remaining;
+                if (!into) {
+                    into = sink;
+                    want = want < sizeof sink ? want : sizeof sink;
+                }
+                ssize_t r = read_some(c, into, want);
+                if (r == -2) {
+                    /* EFAULT: the destination vanished; drain and report it */
+                    c->frame_status = NETVM_ERR_FAULT;
+                    c->dst = NULL;
+                    continue;
+                }
+                if (r <= 0)
+                    break;
+                payload_advance(c, (size_t)r);
+                if (c->remaining == 0) {
+                    c->rx = RX_HDR;
+                    tcp_frame_end(c);
+                    frames++;
+                }
+                continue;
+            }
+            ssize_t r = read_some(c, c->stage, TCP_STAGE_CAP);
             if (r <= 0)
                 break;
-            c->hdr_got += (size_t)r;
-            if (c->hdr_got < NV_TCP_HDR_LEN)
-                continue;
-            c->hdr_got = 0;
-            const char *why = NULL;
-            if (nv_tcp_hdr_decode(c->hdr_buf, NV_TCP_HDR_LEN, &c->h, &why)) {
-                tcp_conn_fail(c, why);
+            c->stage_len = (size_t)r;
+        }
+        size_t avail = c->stage_len - c->stage_off;
+        const uint8_t *p = c->stage + c->stage_off;
+        if (c->rx == RX_HDR) {
+            size_t n = NV_TCP_HDR_LEN - c->hdr_got;
+            if (n > avail)
+                n = avail;
+            memcpy(c->hdr_buf + c->hdr_got, p, n);
+            c->hdr_got += n;
+            c->stage_off += n;
+            if (c->hdr_got == NV_TCP_HDR_LEN && header_done(c, &frames))
                 break;
-            }
-            c->remaining = nv_tcp_payload_len(&c->h);
-            c->dst = NULL;
-            c->small_got = 0;
-            tcp_frame_begin(c);
-            if (atomic_load(&c->state) == CONN_DEAD)
-                break;
-            if (c->remaining == 0) {
-                tcp_frame_end(c);
-                frames++;
-            } else {
-                c->rx = RX_PAYLOAD;
-            }
             continue;
         }
-        /* payload: straight into its destination, into the small buffer,
-         * or (a refused PUT) into the sink */
-        uint8_t *into;
-        size_t want = c->remaining > (uint64_t)SSIZE_MAX ? (size_t)SSIZE_MAX : (size_t)c->remaining;
-        if (c->dst) {
-            into = c->dst;
-        } else if (c->remaining <= sizeof c->small - c->small_got && c->h.kind != NV_TCP_PUT &&
-                   c->h.kind != NV_TCP_GET_RESP) {
-            into = c->small + c->small_got;
-        } else {
-            into = sink;
-            if (want > sizeof sink)
-                want = sizeof sink;
-        }
-        ssize_t r = read_some(c, into, want);
-        if (r == -2) {
-            /* EFAULT: drain the rest and report it */
-            c->frame_status = NETVM_ERR_FAULT;
-            c->dst = NULL;
-            continue;
-        }
-        if (r <= 0)
-            break;
-        c->remaining -= (uint64_t)r;
-        if (c->dst)
-            c->dst += r;
-        else if (into != sink)
-            c->small_got += (size_t)r;
+        size_t n = c->remaining < avail ? (size_t)c->remaining : avail;
+        uint8_t *into = payload_target(c);
+        if (into)
+            memcpy(into, p, n);
+        payload_advance(c, n);
+        c->stage_off += n;
         if (c->remaining == 0) {
             c->rx = RX_HDR;
             tcp_frame_end(c);
@@ -298,6 +436,9 @@ int tcp_rx(struct tcp_conn *c)
         atomic_store(&c->rx_pending, 0);
         frames += rx_locked(c);
         pthread_mutex_unlock(&c->rx_lock);
+        /* the replies those frames queued leave together */
+        if (frames)
+            tcp_try_flush(c);
         if (!atomic_load(&c->rx_pending))
             return frames;
     }

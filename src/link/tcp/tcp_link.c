@@ -63,7 +63,7 @@ static netvm_status_t request(struct tcp_link *t, int rank, struct nv_tcp_hdr *h
     h->req_id = id;
     netvm_status_t st = pending_put(t, id, answer, rank, token, dst, dlen, rd);
     if (st == NETVM_OK)
-        st = tcp_send_frame(c, h, payload, plen);
+        st = tcp_send_frame(c, h, payload, plen, 1);   /* sent at the wait, with its neighbours */
     return st == NETVM_OK ? NV_LINK_PENDING : st;
 }
 
@@ -125,7 +125,7 @@ static netvm_status_t tcp_put(struct nv_link *l, struct nv_rdesc *d, uint64_t of
         return NETVM_ERR_INVAL;   /* core splits larger transfers */
     if (!remote) {
         struct tcp_conn *c = conn_to(t, d->rank);
-        return c ? tcp_send_frame(c, &h, src, len) : NETVM_ERR_PEER;
+        return c ? tcp_send_frame(c, &h, src, len, 1) : NETVM_ERR_PEER;
     }
     h.flags = NV_TCP_F_ACK;
     return request(t, d->rank, &h, src, len, NV_TCP_PUT_ACK, token, id, NULL, 0, NULL);
@@ -157,20 +157,28 @@ static netvm_status_t tcp_am_send(struct nv_link *l, int rank, const uint8_t *ms
         tcp_queue_reply(c, &h, msg, NV_AM_SIZE, 1, -1);
         return NETVM_OK;
     }
-    return tcp_send_frame(c, &h, msg, NV_AM_SIZE);
+    return tcp_send_frame(c, &h, msg, NV_AM_SIZE, 1);
 }
 
 /* --- progress ------------------------------------------------------------- */
+
+static int poll_conn(struct tcp_conn *c)
+{
+    if (atomic_load(&c->state) == CONN_DEAD)
+        return 0;
+    tcp_flush_gathered(c);
+    return tcp_rx(c);
+}
 
 static int tcp_poll(struct nv_link *l, int rank)
 {
     struct tcp_link *t = tcp_of(l);
     if (rank >= 0 && t->conns[rank])
-        return tcp_rx(t->conns[rank]);
+        return poll_conn(t->conns[rank]);
     int n = 0;
     for (int r = 0; r < l->size; r++)
-        if (t->conns[r] && atomic_load(&t->conns[r]->state) != CONN_DEAD)
-            n += tcp_rx(t->conns[r]);
+        if (t->conns[r])
+            n += poll_conn(t->conns[r]);
     return n;
 }
 
@@ -237,7 +245,7 @@ static void tcp_destroy(struct nv_link *l)
             continue;
         if (atomic_load(&c->state) == CONN_READY) {
             struct nv_tcp_hdr h = { .kind = NV_TCP_BYE };
-            tcp_send_frame(c, &h, NULL, 0);
+            tcp_send_frame(c, &h, NULL, 0, 0);
         }
         atomic_store(&c->state, CONN_DEAD);
         tcp_conn_free(c);

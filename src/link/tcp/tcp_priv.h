@@ -24,6 +24,7 @@ struct tcp_out {
 };
 
 enum rx_state { RX_HDR, RX_PAYLOAD };
+#define TCP_STAGE_CAP (16 * 1024)
 enum conn_state { CONN_AUTH, CONN_READY, CONN_DEAD, CONN_STRANGER };
 
 struct tcp_conn {
@@ -40,6 +41,11 @@ struct tcp_conn {
     struct tcp_out *out_head, *out_tail;
     _Atomic int     tx_pending;
     _Atomic int     want_pollout;
+    /* small frames of the application, gathered and sent with one system
+     * call at the next wait, poll or larger frame (message rate) */
+    uint8_t        *wbuf;
+    size_t          wlen;
+    _Atomic int     wbuf_used;
 
     /* receiving: one thread at a time (try-lock; the loser leaves a note) */
     pthread_mutex_t rx_lock;
@@ -52,6 +58,12 @@ struct tcp_conn {
     uint64_t        remaining;
     uint8_t         small[NV_AM_SIZE + 8];
     size_t          small_got;
+    void           *answer_token;   /* the pending operation an answer completes */
+    /* bytes read ahead of the frame being parsed: small frames cost one
+     * system call for many; a large payload is copied from here only for
+     * what arrived with its header, the rest is received in place */
+    uint8_t        *stage;
+    size_t          stage_off, stage_len;
     netvm_status_t  frame_status;   /* PUT: the result of its checks */
     netvm_status_t  first_err;      /* errors of unacknowledged puts since the last FLUSH */
     _Atomic uint64_t serve_seq;     /* odd while a frame writes into this process's memory */
@@ -100,8 +112,13 @@ int            tcp_tune_socket(int fd, int timeout_ms);
 
 /* tcp_io.c */
 /* Send one frame (header + payload) in order; blocks until it is in the
- * socket, receiving meanwhile so two senders can never wedge each other. */
-netvm_status_t tcp_send_frame(struct tcp_conn *c, const struct nv_tcp_hdr *h, const void *payload, uint64_t plen);
+ * socket, receiving meanwhile so two senders can never wedge each other.
+ * batch: a small frame may wait in the connection's gather buffer until the
+ * next tcp_flush_gathered (which every wait and poll calls). */
+netvm_status_t tcp_send_frame(struct tcp_conn *c, const struct nv_tcp_hdr *h, const void *payload, uint64_t plen,
+                              int batch);
+/* Send what tcp_send_frame gathered, if the send side is free. */
+void           tcp_flush_gathered(struct tcp_conn *c);
 /* Queue a reply (never blocks); payload stays referenced until sent. */
 void           tcp_queue_reply(struct tcp_conn *c, const struct nv_tcp_hdr *h, const void *payload,
                                uint64_t plen, int copy, int slot_ref);

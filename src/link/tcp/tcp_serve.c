@@ -104,8 +104,7 @@ static void begin_answer(struct tcp_conn *c)
     }
     /* completed at the frame's end, once the payload has landed */
     c->frame_status = (netvm_status_t)c->h.status;
-    c->small_got = 0;
-    memcpy(c->small, &p->token, sizeof p->token);
+    c->answer_token = p->token;
     p->id = 0;   /* the slot is free again */
 }
 
@@ -172,9 +171,7 @@ void tcp_frame_end(struct tcp_conn *c)
     case NV_TCP_GET_RESP:
     case NV_TCP_FLUSH_ACK:
     case NV_TCP_IMPORT_RESP: {
-        void *token;
-        memcpy(&token, c->small, sizeof token);
-        t->base.up.complete(t->base.up.arg, token, c->frame_status);
+        t->base.up.complete(t->base.up.arg, c->answer_token, c->frame_status);
         break;
     }
     case NV_TCP_AM:

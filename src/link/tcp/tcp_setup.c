@@ -64,6 +64,14 @@ struct tcp_conn *tcp_conn_new(struct tcp_link *t, int fd, int rank)
     pthread_mutex_init(&c->out_lock, NULL);
     pthread_mutex_init(&c->rx_lock, NULL);
     c->rx = RX_HDR;
+    c->wbuf = malloc(64 * 1024);
+    c->stage = malloc(TCP_STAGE_CAP);
+    if (!c->wbuf || !c->stage) {
+        free(c->wbuf);
+        free(c->stage);
+        free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -84,6 +92,8 @@ void tcp_conn_free(struct tcp_conn *c)
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->out_lock);
     pthread_mutex_destroy(&c->rx_lock);
+    free(c->wbuf);
+    free(c->stage);
     free(c);
 }
 
