@@ -8,7 +8,8 @@
  *   get_lat   blocking get, time per operation
  *   fadd_lat  blocking fetch-and-add, time per operation
  *   put_bw, get_bw  windows of 32 operations then a flush; MB = 1e6 bytes
- *   add_rate  nonblocking atomic add, windows of 64 then a flush */
+ *   add_rate  nonblocking atomic add, windows of 64 then a flush
+ *   put_rate  nonblocking 8-byte put, windows of 64 then a flush */
 #define _GNU_SOURCE
 #include "commands.h"
 #include "util/time.h"
@@ -173,6 +174,24 @@ static double add_rate(struct bench *b, int path)
     return (double)RATE_WINDOW * (double)windows / sec / 1e6;
 }
 
+static double put_rate(struct bench *b, int path)
+{
+    size_t windows = b->quick ? 10 : 4000;
+    uint64_t t0 = 0;
+    for (size_t w = 0; w < windows + 1; w++) {
+        if (w == 1)
+            t0 = nv_now_ns();
+        for (int i = 0; i < RATE_WINDOW; i++) {
+            netvm_req_t *q;
+            OK(netvm_put_nb(b->ctx, b->theirs[path], 8 * (size_t)i, b->src, 8, 0, &q));
+            OK(netvm_wait(&q));   /* local completion: immediate on every link */
+        }
+        OK(netvm_flush(b->ctx, b->peer));
+    }
+    double sec = (double)(nv_now_ns() - t0) / 1e9;
+    return (double)RATE_WINDOW * (double)windows / sec / 1e6;
+}
+
 static void one_sided(struct bench *b, int path)
 {
     static const size_t sizes[] = { 8, 64, 512, 4096, 32768, 262144, 1048576, 4194304 };
@@ -191,6 +210,7 @@ static void one_sided(struct bench *b, int path)
     for (size_t i = 0; i < sizeof bw_sizes / sizeof *bw_sizes; i++)
         emit(b, "get_bw", path, bw_sizes[i], "MB/s", bw(b, path, bw_sizes[i], 0));
     emit(b, "add_rate", path, 8, "Mops", add_rate(b, path));
+    emit(b, "put_rate", path, 8, "Mops", put_rate(b, path));
     stop_peer(b);
     OK(netvm_barrier(b->ctx));
 }
