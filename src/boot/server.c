@@ -3,12 +3,14 @@
  *   connections - accept, frame assembly, queued output, deferred frees;
  *   ranks       - HELLO authentication and the rank table;
  *   collectives - one round at a time, completed when every live rank has
- *                 entered it. */
+ *                 entered it.
+ * The launchers of a multi-host job (the hub's node connections, a relay's
+ * connection to the hub) are server_node.c's; they share the connection
+ * machinery here. */
 #define _GNU_SOURCE   /* accept4, SO_PEERCRED, struct ucred */
-#include "boot/server.h"
+#include "boot/server_int.h"
 #include "util/log.h"
 #include "util/time.h"
-#include "wire/boot_msg.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,100 +25,67 @@
 #define DEFAULT_HELLO_TIMEOUT_MS 10000
 #define EXTRA_PENDING            16    /* unauthenticated connections beyond one per rank */
 
-/* A reply is encoded once and shared by every connection it goes to: an
- * allgather result can be 16 MiB and go to a thousand ranks. */
-struct obuf {
-    unsigned refs;
-    size_t   len;
-    uint8_t  data[];
-};
-
-struct outq {
-    struct obuf *buf;
-    size_t       off;
-    struct outq *next;
-};
-
-enum conn_kind {
-    CONN_PENDING,   /* connected, not authenticated: may send only HELLO */
-    CONN_PROCESS,   /* speaks for one local rank */
-    /* later: CONN_NODE, a remote host's launcher speaking for its ranks */
-};
-
-struct conn {
-    int            fd;
-    enum conn_kind kind;
-    int            rank;          /* CONN_PROCESS */
-    pid_t          pid;           /* from SO_PEERCRED, for log messages */
-    uint64_t       deadline_ns;   /* CONN_PENDING: authenticate by then */
-    uint32_t       replied_seq;   /* last round whose result was queued here */
-    /* the frame being received */
-    uint8_t        hdr[NV_BOOT_HDR_LEN];
-    size_t         hdr_have;
-    struct nv_boot_hdr h;
-    uint8_t       *payload;
-    size_t         payload_have;
-    /* queued output */
-    struct outq   *out_head, *out_tail;
-    uint32_t       events;        /* what epoll watches for it */
-    int            closing;       /* close once the output drains */
-    int            gone;          /* closed; freed at the end of progress */
-    struct conn   *next;
-};
-
-struct rank_slot {
-    enum nv_boot_rank_state st;
-    struct conn *conn;            /* while ACTIVE */
-    uint16_t     entered;         /* the request type it entered the current round with, or 0 */
-};
-
-struct round {
-    uint32_t       seq;           /* rounds completed + 1 */
-    uint16_t       type;          /* ALLGATHER or BARRIER; 0 while nobody has entered */
-    uint32_t       each;          /* allgather bytes per rank */
-    uint8_t       *data;          /* size * each */
-    int            entered;
-    netvm_status_t fail;          /* ranks disagreed about the collective */
-};
-
-struct nv_boot_server {
-    int               size;
-    char              job_id[NV_BOOT_JOB_ID_MAX + 1];
-    uint8_t           secret[NV_BOOT_SECRET_LEN];
-    int               hello_timeout_ms;
-    char              dir[80];
-    char              path[96];
-    char              addr[104];
-    int               ep, lfd, tfd;
-    int               accept_paused;  /* out of fds: resume when a connection closes */
-    int               completing;     /* inside round_complete: no re-entry */
-    int               destroying;
-    struct conn      *conns;
-    int               npending;
-    struct rank_slot *ranks;
-    int               nwaiting;       /* ranks that may still connect */
-    int               first_dead;
-    int               first_gone;     /* first rank dead or left: what PEER names */
-    struct round      round;
-};
-
-/* epoll tags for the two fds that are not connections */
-#define TAG_LISTEN ((void *)1)
-#define TAG_TIMER  ((void *)2)
-
-static void conn_close(nv_boot_server_t *s, struct conn *c, const char *why);
 static void handle_msg(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m);
 static void round_check(nv_boot_server_t *s);
 
+/* For log messages: a local process by pid, a launcher by its address. */
+static const char *who(const struct conn *c, char *buf, size_t cap)
+{
+    if (c->peer[0])
+        snprintf(buf, cap, "%s", c->peer);
+    else
+        snprintf(buf, cap, "pid %d", (int)c->pid);
+    return buf;
+}
+
+int nv_srv_is_local(const nv_boot_server_t *s, int rank)
+{
+    return rank >= s->first_local && rank < s->first_local + s->nlocal;
+}
+
+/* --- events for the launcher --------------------------------------------- */
+
+void nv_srv_event(nv_boot_server_t *s, enum nv_boot_event_kind kind, int node, int rank, int code,
+                  const char *text)
+{
+    if (s->destroying)
+        return;
+    struct event_node *e = calloc(1, sizeof *e);
+    if (!e) {
+        nv_error("boot: out of memory; an event for the launcher is lost");
+        return;
+    }
+    e->ev = (struct nv_boot_event){ .kind = kind, .node = node, .rank = rank, .code = code };
+    snprintf(e->ev.text, sizeof e->ev.text, "%s", text ? text : "");
+    if (s->ev_tail)
+        s->ev_tail->next = e;
+    else
+        s->ev_head = e;
+    s->ev_tail = e;
+}
+
+int nv_boot_server_next_event(nv_boot_server_t *s, struct nv_boot_event *ev)
+{
+    struct event_node *e = s ? s->ev_head : NULL;
+    if (!e)
+        return 0;
+    *ev = e->ev;
+    s->ev_head = e->next;
+    if (!s->ev_head)
+        s->ev_tail = NULL;
+    free(e);
+    return 1;
+}
+
 /* --- output ----------------------------------------------------------- */
 
-static void obuf_put(struct obuf *b)
+void nv_srv_obuf_put(struct obuf *b)
 {
     if (b && --b->refs == 0)
         free(b);
 }
 
-static struct obuf *obuf_encode(const struct nv_boot_msg *m)
+struct obuf *nv_srv_obuf_encode(const struct nv_boot_msg *m)
 {
     size_t len = nv_boot_msg_size(m);
     if (len == 0)
@@ -131,7 +100,7 @@ static struct obuf *obuf_encode(const struct nv_boot_msg *m)
 
 /* A closing connection is not read any more, so it must not be watched for
  * input either: level-triggered, unread input would wake the loop forever. */
-static void update_events(nv_boot_server_t *s, struct conn *c)
+void nv_srv_update_events(nv_boot_server_t *s, struct conn *c)
 {
     uint32_t want = (c->closing ? 0 : EPOLLIN) | (c->out_head ? EPOLLOUT : 0);
     if (c->gone || c->events == want)
@@ -150,11 +119,11 @@ static void conn_flush(nv_boot_server_t *s, struct conn *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            update_events(s, c);
+            nv_srv_update_events(s, c);
             return;
         }
         if (n < 0) {
-            conn_close(s, c, strerror(errno));
+            nv_srv_conn_close(s, c, strerror(errno));
             return;
         }
         q->off += (size_t)n;
@@ -162,23 +131,23 @@ static void conn_flush(nv_boot_server_t *s, struct conn *c)
             c->out_head = q->next;
             if (!c->out_head)
                 c->out_tail = NULL;
-            obuf_put(q->buf);
+            nv_srv_obuf_put(q->buf);
             free(q);
         }
     }
     if (c->closing)
-        conn_close(s, c, NULL);
+        nv_srv_conn_close(s, c, NULL);
     else
-        update_events(s, c);
+        nv_srv_update_events(s, c);
 }
 
-static void conn_send(nv_boot_server_t *s, struct conn *c, struct obuf *b)
+void nv_srv_send(nv_boot_server_t *s, struct conn *c, struct obuf *b)
 {
     if (c->gone || !b)
         return;
     struct outq *q = malloc(sizeof *q);
     if (!q) {
-        conn_close(s, c, "out of memory");
+        nv_srv_conn_close(s, c, "out of memory");
         return;
     }
     b->refs++;
@@ -191,31 +160,42 @@ static void conn_send(nv_boot_server_t *s, struct conn *c, struct obuf *b)
     conn_flush(s, c);
 }
 
+void nv_srv_send_msg(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m)
+{
+    struct obuf *b = nv_srv_obuf_encode(m);
+    if (!b) {
+        nv_error("boot: cannot encode a %s", nv_boot_msg_type_name(m->type));
+        return;
+    }
+    nv_srv_send(s, c, b);
+    nv_srv_obuf_put(b);
+}
+
 static void send_result(nv_boot_server_t *s, struct conn *c, netvm_status_t st)
 {
     struct nv_boot_msg m = { .type = NV_BOOT_MSG_RESULT };
     m.u.result.status = st;
     m.u.result.dead_rank = -1;
-    struct obuf *b = obuf_encode(&m);
-    conn_send(s, c, b);
-    obuf_put(b);
+    nv_srv_send_msg(s, c, &m);
 }
 
 /* Refuse a connection: tell it why (a client prints that better than a bare
  * close), then close once the reply is out. */
 static void conn_refuse(nv_boot_server_t *s, struct conn *c, netvm_status_t st, const char *why)
 {
-    nv_warn("boot: refused connection from pid %d: %s", (int)c->pid, why);
+    char w[NV_TCP_ADDR_MAX];
+    nv_warn("boot: refused connection from %s: %s", who(c, w, sizeof w), why);
     c->closing = 1;
     send_result(s, c, st);
-    update_events(s, c);
+    nv_srv_update_events(s, c);
 }
 
 /* --- connections -------------------------------------------------------- */
 
-/* Once no rank can still join, nobody has any business connecting: stop
- * listening and remove the socket and its directory at once, so that even a
- * launcher killed by SIGKILL leaves nothing behind once its job has started. */
+/* Once no local rank can still join, nobody has any business connecting:
+ * stop listening and remove the socket and its directory at once, so that
+ * even a launcher killed by SIGKILL leaves nothing behind once its job has
+ * started. */
 static void stop_listening(nv_boot_server_t *s)
 {
     if (s->lfd >= 0) {
@@ -237,12 +217,12 @@ static void rank_settled(nv_boot_server_t *s)
         stop_listening(s);
 }
 
-static void rank_gone(nv_boot_server_t *s, int rank, enum nv_boot_rank_state st)
+void nv_srv_rank_gone(nv_boot_server_t *s, int rank, enum nv_boot_rank_state st)
 {
     struct rank_slot *r = &s->ranks[rank];
     if (r->st == NV_BOOT_RANK_LEFT || r->st == NV_BOOT_RANK_DEAD)
         return;
-    if (r->st == NV_BOOT_RANK_WAITING)
+    if (r->st == NV_BOOT_RANK_WAITING && nv_srv_is_local(s, rank))
         rank_settled(s);
     r->st = st;
     r->conn = NULL;
@@ -250,12 +230,15 @@ static void rank_gone(nv_boot_server_t *s, int rank, enum nv_boot_rank_state st)
         s->first_dead = rank;
     if (s->first_gone < 0)
         s->first_gone = rank;
-    round_check(s);
+    if (s->relay)
+        nv_srv_relay_gone(s, rank, st);     /* the hub decides what that means */
+    else
+        round_check(s);
 }
 
 /* Closes now, frees later: events for c may still be pending in the batch
  * progress is working through. */
-static void conn_close(nv_boot_server_t *s, struct conn *c, const char *why)
+void nv_srv_conn_close(nv_boot_server_t *s, struct conn *c, const char *why)
 {
     if (c->gone)
         return;
@@ -265,6 +248,8 @@ static void conn_close(nv_boot_server_t *s, struct conn *c, const char *why)
     c->fd = -1;
     if (c->kind == CONN_PENDING)
         s->npending--;
+    if (c->kind == CONN_NODE_PENDING)
+        s->npending_nodes--;
     if (s->destroying)
         return;
     if (s->accept_paused && s->lfd >= 0) {
@@ -275,8 +260,10 @@ static void conn_close(nv_boot_server_t *s, struct conn *c, const char *why)
     if (c->kind == CONN_PROCESS && s->ranks[c->rank].conn == c) {
         if (why)
             nv_info("boot: rank %d (pid %d) lost without BYE: %s", c->rank, (int)c->pid, why);
-        rank_gone(s, c->rank, NV_BOOT_RANK_DEAD);
+        nv_srv_rank_gone(s, c->rank, NV_BOOT_RANK_DEAD);
     }
+    if (c->kind == CONN_NODE || c->kind == CONN_UPSTREAM)
+        nv_srv_node_closed(s, c, why ? why : "connection closed");
 }
 
 static void conn_free(struct conn *c)
@@ -284,7 +271,7 @@ static void conn_free(struct conn *c)
     while (c->out_head) {
         struct outq *q = c->out_head;
         c->out_head = q->next;
-        obuf_put(q->buf);
+        nv_srv_obuf_put(q->buf);
         free(q);
     }
     free(c->payload);
@@ -302,6 +289,27 @@ static void reap_gone(nv_boot_server_t *s)
             pp = &c->next;
         }
     }
+}
+
+/* Watch fd as a new connection of the given kind; closes fd on failure. */
+struct conn *nv_srv_conn_new(nv_boot_server_t *s, int fd, enum conn_kind kind)
+{
+    struct conn *c = calloc(1, sizeof *c);
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+    if (!c || epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        nv_warn("boot: cannot watch a new connection: %s", c ? strerror(errno) : "out of memory");
+        free(c);
+        close(fd);
+        return NULL;
+    }
+    c->fd = fd;
+    c->events = EPOLLIN;
+    c->kind = kind;
+    c->rank = c->node = -1;
+    c->deadline_ns = nv_now_ns() + (uint64_t)s->hello_timeout_ms * 1000000ull;
+    c->next = s->conns;
+    s->conns = c;
+    return c;
 }
 
 static void accept_all(nv_boot_server_t *s)
@@ -329,34 +337,30 @@ static void accept_all(nv_boot_server_t *s)
             close(fd);
             continue;
         }
-        if (s->npending >= s->size + EXTRA_PENDING) {
+        if (s->npending >= s->nlocal + EXTRA_PENDING) {
             nv_warn("boot: too many unauthenticated connections; refused pid %d", (int)cred.pid);
             close(fd);
             continue;
         }
-        struct conn *c = calloc(1, sizeof *c);
-        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-        if (!c || epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            nv_warn("boot: cannot watch a new connection: %s", c ? strerror(errno) : "out of memory");
-            free(c);
-            close(fd);
+        struct conn *c = nv_srv_conn_new(s, fd, CONN_PENDING);
+        if (!c)
             continue;
-        }
-        c->fd = fd;
-        c->events = EPOLLIN;
-        c->kind = CONN_PENDING;
-        c->rank = -1;
         c->pid = cred.pid;
-        c->deadline_ns = nv_now_ns() + (uint64_t)s->hello_timeout_ms * 1000000ull;
-        c->next = s->conns;
-        s->conns = c;
         s->npending++;
     }
+}
+
+/* The largest frame a connection may send: a HELLO's worth until it has
+ * authenticated. */
+static uint32_t max_payload(const struct conn *c)
+{
+    return c->kind == CONN_PENDING || c->kind == CONN_NODE_PENDING ? NV_BOOT_HELLO_MAX : NV_BOOT_MAX_PAYLOAD;
 }
 
 /* Read whatever has arrived and act on each complete frame. */
 static void conn_read(nv_boot_server_t *s, struct conn *c)
 {
+    char w[NV_TCP_ADDR_MAX];
     while (!c->gone && !c->closing) {
         uint8_t *dst;
         size_t want;
@@ -373,18 +377,16 @@ static void conn_read(nv_boot_server_t *s, struct conn *c)
         if (want && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         if (want && n <= 0) {
-            conn_close(s, c, n < 0 ? strerror(errno) : "connection closed");
+            nv_srv_conn_close(s, c, n < 0 ? strerror(errno) : "connection closed");
             return;
         }
         const char *why = "";
         if (c->hdr_have < NV_BOOT_HDR_LEN) {
             c->hdr_have += (size_t)n;
-            /* before authentication only a HELLO-sized frame is read */
-            uint32_t max = c->kind == CONN_PENDING ? NV_BOOT_HELLO_MAX : NV_BOOT_MAX_PAYLOAD;
-            enum nv_boot_rc rc = nv_boot_hdr_decode(c->hdr, c->hdr_have, max, &c->h, &why);
+            enum nv_boot_rc rc = nv_boot_hdr_decode(c->hdr, c->hdr_have, max_payload(c), &c->h, &why);
             if (rc == NV_BOOT_RC_BAD) {
-                nv_warn("boot: malformed frame from pid %d: %s", (int)c->pid, why);
-                conn_close(s, c, why);
+                nv_warn("boot: malformed frame from %s: %s", who(c, w, sizeof w), why);
+                nv_srv_conn_close(s, c, why);
                 return;
             }
             if (rc == NV_BOOT_RC_MORE)
@@ -392,7 +394,7 @@ static void conn_read(nv_boot_server_t *s, struct conn *c)
             c->payload = malloc(c->h.len ? c->h.len : 1);
             c->payload_have = 0;
             if (!c->payload) {
-                conn_close(s, c, "out of memory");
+                nv_srv_conn_close(s, c, "out of memory");
                 return;
             }
             if (c->h.len)
@@ -404,8 +406,8 @@ static void conn_read(nv_boot_server_t *s, struct conn *c)
         }
         struct nv_boot_msg m;
         if (nv_boot_payload_decode(c->h.type, c->payload, c->h.len, &m, &why) != NV_BOOT_RC_OK) {
-            nv_warn("boot: malformed %s from pid %d: %s", nv_boot_msg_type_name(c->h.type), (int)c->pid, why);
-            conn_close(s, c, why);
+            nv_warn("boot: malformed %s from %s: %s", nv_boot_msg_type_name(c->h.type), who(c, w, sizeof w), why);
+            nv_srv_conn_close(s, c, why);
             return;
         }
         handle_msg(s, c, &m);
@@ -441,9 +443,14 @@ static void handle_hello(nv_boot_server_t *s, struct conn *c, const struct nv_bo
         conn_refuse(s, c, NETVM_ERR_BOOT, "wrong job size");
         return;
     }
+    char why[64];
+    if (!nv_srv_is_local(s, h->rank)) {
+        snprintf(why, sizeof why, "rank %d does not run on this host", h->rank);
+        conn_refuse(s, c, NETVM_ERR_BOOT, why);
+        return;
+    }
     struct rank_slot *r = &s->ranks[h->rank];
     if (r->st != NV_BOOT_RANK_WAITING) {
-        char why[64];
         snprintf(why, sizeof why, "rank %d is %s", h->rank,
                  r->st == NV_BOOT_RANK_ACTIVE ? "already connected" : "no longer in the job");
         conn_refuse(s, c, NETVM_ERR_BOOT, why);
@@ -491,7 +498,7 @@ static struct obuf *round_reply(nv_boot_server_t *s, uint16_t t)
             m.u.result.data = rd->data;
         }
     }
-    struct obuf *b = obuf_encode(&m);
+    struct obuf *b = nv_srv_obuf_encode(&m);
     if (!b)
         nv_error("boot: cannot encode the result of collective #%u", rd->seq);
     nv_debug("boot: collective #%u (%s) complete: %s", rd->seq, nv_boot_msg_type_name(t),
@@ -509,8 +516,8 @@ static void round_complete(nv_boot_server_t *s)
      * would check this very round again */
     s->completing = 1;
     struct obuf *reply[2] = { NULL, NULL };     /* to ALLGATHER, to BARRIER */
-    /* once per connection, not per rank: a connection may one day speak
-     * for many ranks */
+    /* once per connection, not per rank: a node's connection speaks for
+     * many ranks, and its launcher hands the result to each of them */
     for (int i = 0; i < s->size; i++) {
         struct conn *c = s->ranks[i].conn;
         uint16_t t = s->ranks[i].entered;
@@ -521,12 +528,12 @@ static void round_complete(nv_boot_server_t *s)
         if (!*b)
             *b = round_reply(s, t);
         if (*b)
-            conn_send(s, c, *b);
+            nv_srv_send(s, c, *b);
         else
-            conn_close(s, c, "out of memory");
+            nv_srv_conn_close(s, c, "out of memory");
     }
-    obuf_put(reply[0]);
-    obuf_put(reply[1]);
+    nv_srv_obuf_put(reply[0]);
+    nv_srv_obuf_put(reply[1]);
     round_reset(s);
     s->completing = 0;
 }
@@ -544,19 +551,21 @@ static void round_check(nv_boot_server_t *s)
     round_complete(s);
 }
 
-static void round_enter(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m)
+/* rank (spoken for by c) entered the collective of the given type. */
+void nv_srv_round_enter(nv_boot_server_t *s, struct conn *c, int rank, uint16_t type, uint32_t seq,
+                        const uint8_t *data, uint32_t len)
 {
     struct round *rd = &s->round;
-    struct rank_slot *r = &s->ranks[c->rank];
-    if (m->u.coll.seq != rd->seq || r->entered) {
-        nv_error("boot: rank %d sent %s #%u while collective #%u is running", c->rank,
-                 nv_boot_msg_type_name(m->type), m->u.coll.seq, rd->seq);
-        conn_close(s, c, "protocol error");
+    struct rank_slot *r = &s->ranks[rank];
+    if (seq != rd->seq || r->entered) {
+        nv_error("boot: rank %d sent %s #%u while collective #%u is running", rank,
+                 nv_boot_msg_type_name(type), seq, rd->seq);
+        nv_srv_conn_close(s, c, "protocol error");
         return;
     }
-    uint32_t each = m->type == NV_BOOT_MSG_ALLGATHER ? m->u.coll.len : 0;
+    uint32_t each = type == NV_BOOT_MSG_ALLGATHER ? len : 0;
     if (rd->entered == 0) {
-        rd->type = m->type;
+        rd->type = type;
         rd->each = each;
         if (rd->type == NV_BOOT_MSG_ALLGATHER) {
             size_t total = (size_t)each * (size_t)s->size;
@@ -567,21 +576,25 @@ static void round_enter(nv_boot_server_t *s, struct conn *c, const struct nv_boo
                 rd->fail = NETVM_ERR_NOMEM;
             }
         }
-    } else if (rd->type != m->type || rd->each != each) {
+    } else if (rd->type != type || rd->each != each) {
         /* a program bug, but one every rank should hear about, not hang on */
         nv_error("boot: collective #%u: rank %d entered %s(%u bytes), others %s(%u bytes)", rd->seq,
-                 c->rank, nv_boot_msg_type_name(m->type), each, nv_boot_msg_type_name(rd->type), rd->each);
+                 rank, nv_boot_msg_type_name(type), each, nv_boot_msg_type_name(rd->type), rd->each);
         rd->fail = NETVM_ERR_INVAL;
     }
     if (rd->fail == NETVM_OK && rd->data && each)
-        memcpy(rd->data + (size_t)c->rank * each, m->u.coll.data, each);
-    r->entered = m->type;
+        memcpy(rd->data + (size_t)rank * each, data, each);
+    r->entered = type;
     rd->entered++;
     round_check(s);
 }
 
 static void handle_msg(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m)
 {
+    if (c->kind == CONN_NODE_PENDING || c->kind == CONN_NODE || c->kind == CONN_UPSTREAM) {
+        nv_srv_node_msg(s, c, m);
+        return;
+    }
     if (c->kind == CONN_PENDING) {
         if (m->type == NV_BOOT_MSG_HELLO)
             handle_hello(s, c, m);
@@ -592,18 +605,21 @@ static void handle_msg(nv_boot_server_t *s, struct conn *c, const struct nv_boot
     switch (m->type) {
     case NV_BOOT_MSG_ALLGATHER:
     case NV_BOOT_MSG_BARRIER:
-        round_enter(s, c, m);
+        if (s->relay)
+            nv_srv_relay_enter(s, c, m);
+        else
+            nv_srv_round_enter(s, c, c->rank, m->type, m->u.coll.seq, m->u.coll.data, m->u.coll.len);
         break;
     case NV_BOOT_MSG_BYE:
         nv_debug("boot: rank %d said BYE", c->rank);
-        rank_gone(s, c->rank, NV_BOOT_RANK_LEFT);
+        nv_srv_rank_gone(s, c->rank, NV_BOOT_RANK_LEFT);
         c->closing = 1;
         if (!c->out_head)
-            conn_close(s, c, NULL);
+            nv_srv_conn_close(s, c, NULL);
         break;
     default:
         nv_error("boot: rank %d sent an unexpected %s", c->rank, nv_boot_msg_type_name(m->type));
-        conn_close(s, c, "protocol error");
+        nv_srv_conn_close(s, c, "protocol error");
         break;
     }
 }
@@ -613,12 +629,13 @@ static void handle_msg(nv_boot_server_t *s, struct conn *c, const struct nv_boot
 static void expire_pending(nv_boot_server_t *s)
 {
     uint64_t now = nv_now_ns(), next = 0;
+    char w[NV_TCP_ADDR_MAX];
     for (struct conn *c = s->conns; c; c = c->next) {
-        if (c->gone || c->kind != CONN_PENDING)
+        if (c->gone || (c->kind != CONN_PENDING && c->kind != CONN_NODE_PENDING))
             continue;
         if (c->deadline_ns <= now) {
-            nv_warn("boot: pid %d did not authenticate in time", (int)c->pid);
-            conn_close(s, c, NULL);
+            nv_warn("boot: %s did not authenticate in time", who(c, w, sizeof w));
+            nv_srv_conn_close(s, c, NULL);
         } else if (!next || c->deadline_ns < next) {
             next = c->deadline_ns;
         }
@@ -648,6 +665,8 @@ netvm_status_t nv_boot_server_progress(nv_boot_server_t *s)
         void *tag = evs[i].data.ptr;
         if (tag == TAG_LISTEN) {
             accept_all(s);
+        } else if (tag == TAG_TCP_LISTEN) {
+            nv_srv_accept_nodes(s);
         } else if (tag == TAG_TIMER) {
             uint64_t ticks;
             ssize_t r = read(s->tfd, &ticks, sizeof ticks);
@@ -660,7 +679,7 @@ netvm_status_t nv_boot_server_progress(nv_boot_server_t *s)
                 conn_read(s, c);
             /* a closing connection reads no more; its peer hanging up ends it */
             if (!c->gone && c->closing && (evs[i].events & (EPOLLHUP | EPOLLERR)))
-                conn_close(s, c, NULL);
+                nv_srv_conn_close(s, c, NULL);
         }
     }
     expire_pending(s);
@@ -670,18 +689,38 @@ netvm_status_t nv_boot_server_progress(nv_boot_server_t *s)
 
 void nv_boot_server_rank_exited(nv_boot_server_t *s, int rank, int clean)
 {
-    if (!s || rank < 0 || rank >= s->size)
+    if (!s || !nv_srv_is_local(s, rank))
         return;
     struct rank_slot *r = &s->ranks[rank];
     if (r->st == NV_BOOT_RANK_ACTIVE && r->conn) {
         /* its last words (a BYE, a collective) are already in the socket */
         conn_read(s, r->conn);
         if (r->st == NV_BOOT_RANK_ACTIVE)
-            conn_close(s, r->conn, "process ended");
+            nv_srv_conn_close(s, r->conn, "process ended");
     } else if (r->st == NV_BOOT_RANK_WAITING) {
-        rank_gone(s, rank, clean ? NV_BOOT_RANK_LEFT : NV_BOOT_RANK_DEAD);
+        nv_srv_rank_gone(s, rank, clean ? NV_BOOT_RANK_LEFT : NV_BOOT_RANK_DEAD);
     }
     reap_gone(s);
+}
+
+void nv_boot_server_flush(nv_boot_server_t *s, int timeout_ms)
+{
+    if (!s)
+        return;
+    uint64_t end = nv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        int busy = 0;
+        for (struct conn *c = s->conns; c && !busy; c = c->next)
+            busy = !c->gone && c->out_head != NULL;
+        uint64_t now = nv_now_ns();
+        if (!busy || now >= end)
+            return;
+        struct epoll_event ev;
+        /* the server's own epoll fd says when any of its sockets can take more */
+        if (epoll_wait(s->ep, &ev, 1, (int)((end - now) / 1000000 + 1)) < 0 && errno != EINTR)
+            return;
+        nv_boot_server_progress(s);
+    }
 }
 
 enum nv_boot_rank_state nv_boot_server_rank_state(const nv_boot_server_t *s, int rank)
@@ -735,18 +774,36 @@ static netvm_status_t listen_on(nv_boot_server_t *s)
     return NETVM_OK;
 }
 
+static int opts_valid(const struct nv_boot_server_opts *o)
+{
+    if (o->size < 1 || o->size > NV_BOOT_MAX_RANKS || !o->secret || !o->job_id ||
+        !nv_boot_job_id_valid(o->job_id, strlen(o->job_id)))
+        return 0;
+    if (o->nnodes <= 1)
+        return 1;
+    return o->nnodes <= NV_BOOT_MAX_NODES && o->node >= 0 && o->node < o->nnodes && o->nlocal >= 1 &&
+           (int64_t)o->nnodes * o->nlocal == o->size && (o->node > 0 ? o->upstream_fd >= 0 : !!o->listen);
+}
+
 netvm_status_t nv_boot_server_create(nv_boot_server_t **out, const struct nv_boot_server_opts *o)
 {
-    if (!out || !o || o->size < 1 || o->size > NV_BOOT_MAX_RANKS || !o->secret || !o->job_id ||
-        !nv_boot_job_id_valid(o->job_id, strlen(o->job_id)))
-        return NETVM_ERR_INVAL;
+    /* a relay's connection to the hub is the server's from the call on,
+     * even when the call fails */
+    int up = o && o->nnodes > 1 && o->node > 0 ? o->upstream_fd : -1;
+    nv_boot_server_t *s = NULL;
+    if (!out || !o || !opts_valid(o) || !(s = calloc(1, sizeof *s))) {
+        if (up >= 0)
+            close(up);
+        return !out || !o || !opts_valid(o) ? NETVM_ERR_INVAL : NETVM_ERR_NOMEM;
+    }
     *out = NULL;
-    nv_boot_server_t *s = calloc(1, sizeof *s);
-    if (!s)
-        return NETVM_ERR_NOMEM;
-    s->ep = s->lfd = s->tfd = -1;
+    s->ep = s->lfd = s->tfd = s->tcp_lfd = -1;
     s->size = o->size;
-    s->nwaiting = o->size;
+    s->nnodes = o->nnodes > 1 ? o->nnodes : 0;
+    s->node = s->nnodes ? o->node : 0;
+    s->nlocal = s->nnodes ? o->nlocal : o->size;
+    s->first_local = s->node * s->nlocal;
+    s->nwaiting = s->nlocal;
     s->first_dead = s->first_gone = -1;
     s->round = (struct round){ .seq = 1, .fail = NETVM_OK };
     s->hello_timeout_ms = o->hello_timeout_ms > 0 ? o->hello_timeout_ms : DEFAULT_HELLO_TIMEOUT_MS;
@@ -758,6 +815,12 @@ netvm_status_t nv_boot_server_create(nv_boot_server_t **out, const struct nv_boo
         st = make_socket_dir(s);
     if (st == NETVM_OK)
         st = listen_on(s);
+    if (st == NETVM_OK && s->nnodes) {
+        st = nv_srv_node_setup(s, o);   /* owns the upstream fd now, whatever happens */
+        up = -1;
+    }
+    if (up >= 0)
+        close(up);
     if (st != NETVM_OK) {
         nv_boot_server_destroy(s);
         return st;
@@ -772,9 +835,15 @@ void nv_boot_server_destroy(nv_boot_server_t *s)
         return;
     s->destroying = 1;      /* no rank bookkeeping while tearing down */
     for (struct conn *c = s->conns; c; c = c->next)
-        conn_close(s, c, NULL);
+        nv_srv_conn_close(s, c, NULL);
     reap_gone(s);
     stop_listening(s);
+    nv_srv_node_teardown(s);
+    while (s->ev_head) {
+        struct event_node *e = s->ev_head;
+        s->ev_head = e->next;
+        free(e);
+    }
     if (s->tfd >= 0)
         close(s->tfd);
     if (s->ep >= 0)
