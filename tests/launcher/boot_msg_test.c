@@ -151,7 +151,7 @@ static void same(const struct nv_boot_msg *a, const struct nv_boot_msg *b)
         const typeof(a->u.report) *x = &a->u.report, *y = &b->u.report;
         CHECK(x->rank == y->rank && x->node == y->node && x->code == y->code);
         CHECK(x->state == y->state && x->text_len == y->text_len);
-        CHECK(!memcmp(x->text, y->text, x->text_len));
+        CHECK(!x->text_len || !memcmp(x->text, y->text, x->text_len));
         break;
     }
     }

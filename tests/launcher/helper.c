@@ -1,6 +1,6 @@
 /* The rank program that launcher_test.py starts through `netvm run`; the
  * first argument picks what every rank does:
- *   env            print what the launcher told this rank
+ *   env            print what the launcher told this rank (the NETVM_* variables)
  *   exit R CODE    rank R exits with CODE, the others with 0
  *   kill R         rank R SIGKILLs itself after a barrier; the others enter
  *                  a second barrier, then sleep (the launcher must end them)
@@ -96,8 +96,14 @@ int main(int argc, char **argv)
         const char *secret = getenv("NETVM_SECRET"), *addr = getenv("NETVM_BOOT");
         CHECK(secret && strlen(secret) == 64 && strspn(secret, "0123456789abcdef") == 64);
         CHECK(addr && !strncmp(addr, "unix:", 5));
-        printf("rank %d size %d job %s secret %s boot %s\n", nv_boot_rank(b), nv_boot_size(b),
-               nv_boot_job_id(b), secret, addr);
+        const char *node_vars[] = { "NETVM_NODE", "NETVM_NNODES", "NETVM_LOCAL_RANK", "NETVM_LOCAL_SIZE",
+                                    "NETVM_TCP_ADDR" };
+        for (size_t i = 0; i < sizeof node_vars / sizeof node_vars[0]; i++)
+            CHECK(getenv(node_vars[i]) && *getenv(node_vars[i]));
+        printf("rank %d size %d job %s secret %s boot %s node %s nnodes %s local %s lsize %s tcp %s\n",
+               nv_boot_rank(b), nv_boot_size(b), nv_boot_job_id(b), secret, addr, getenv("NETVM_NODE"),
+               getenv("NETVM_NNODES"), getenv("NETVM_LOCAL_RANK"), getenv("NETVM_LOCAL_SIZE"),
+               getenv("NETVM_TCP_ADDR"));
         fflush(stdout);
         CHECK_OK(nv_boot_barrier(b));
         nv_boot_close(b);

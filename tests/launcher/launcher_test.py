@@ -102,6 +102,9 @@ def case_env():
         expect(all(f["size"] == "4" for f in fields), "size not 4", p)
         for key in ("job", "secret", "boot"):
             expect(len({f[key] for f in fields}) == 1, f"ranks disagree on {key}", p)
+        # a single host is node 0 of 1, and reaches itself on loopback
+        expect(all(f["node"] == "0" and f["nnodes"] == "1" and f["local"] == f["rank"] and
+                   f["lsize"] == "4" and f["tcp"] == "127.0.0.1" for f in fields), "node variables", p)
         jobs.append(fields[0])
         sock_dir = os.path.dirname(fields[0]["boot"][len("unix:"):])
         expect(not os.path.exists(sock_dir), f"{sock_dir} left behind")
