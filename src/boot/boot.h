@@ -1,9 +1,10 @@
 /* Bootstrap: how the processes of a job learn their rank and size and find
  * each other. A process started by `netvm run` reads NETVM_RANK, NETVM_SIZE,
- * NETVM_JOB_ID, NETVM_SECRET and NETVM_BOOT (the launcher's bootstrap
- * address, "unix:PATH" today; "tcp:HOST:PORT" is reserved for jobs that span
- * hosts, where each host's launcher meets the others at a rendezvous). A
- * process started without a launcher is a job of one (rank 0, size 1).
+ * NETVM_JOB_ID, NETVM_SECRET and NETVM_BOOT (its launcher's bootstrap
+ * address, "unix:PATH"). In a job across hosts a process still talks only
+ * to the launcher of its own host, which relays its collectives to node 0's
+ * (src/boot/server.h); ranks and size are the job's, global. A process
+ * started without a launcher is a job of one (rank 0, size 1).
  *
  * The collectives are the PMI shape: allgather of fixed-size "business cards"
  * and a barrier. They never hang on a dead rank: the launcher sees the rank's

@@ -155,13 +155,16 @@ static netvm_status_t connect_unix(const char *path, uint64_t deadline, int *out
     return NETVM_OK;
 }
 
-/* "unix:PATH" today; "tcp:HOST:PORT" is where multi-host rendezvous goes. */
+/* "unix:PATH": always the launcher of this host, even in a job across
+ * hosts (it relays to node 0's). "tcp:" stays reserved: a process that
+ * reached a launcher over the network would need the launchers'
+ * challenge-response, which processes do not speak. */
 static netvm_status_t connect_addr(const char *addr, uint64_t deadline, int *fd)
 {
     if (strncmp(addr, "unix:", 5) == 0 && addr[5])
         return connect_unix(addr + 5, deadline, fd);
     if (strncmp(addr, "tcp:", 4) == 0) {
-        nv_error("bootstrap: %s: tcp rendezvous is not supported yet", addr);
+        nv_error("bootstrap: %s: processes reach their launcher over a unix socket only", addr);
         return NETVM_ERR_UNSUPPORTED;
     }
     nv_error("bootstrap: cannot parse the address '%s' (expected unix:PATH)", addr);

@@ -88,8 +88,10 @@ static int authenticate(const struct nv_rendezvous_opts *o, struct nv_rendezvous
     if (st == NETVM_OK)
         st = nv_boot_recv_msg(fd, NV_BOOT_WELCOME_MAX, deadline, &frame, &w, &why);
     if (st == NETVM_ERR_BOOT && !strcmp(why, "connection closed")) {
-        snprintf(err, errcap, "node 0 at %s refused this launcher's proof: was every node given the same secret?",
-                 o->addr);
+        /* the hub closes on a proof it cannot verify, without a word;
+         * it may also just have been going away */
+        snprintf(err, errcap, "node 0 at %s refused this launcher's proof (or went away): was every node "
+                 "given the same secret?", o->addr);
         return -1;
     }
     if (st != NETVM_OK) {

@@ -218,6 +218,25 @@ def case_env(h):
         expect(f["tcp"] == h.addr(f["host"]), f"rank {r}: NETVM_TCP_ADDR {f['tcp']}, not {h.addr(f['host'])}", ls)
 
 
+def case_env_wildcard(h):
+    """Node 0 listening on every address (0.0.0.0): its NETVM_TCP_ADDR is the
+    address its first node reached it at. Namespaces only: on loopback the
+    test would listen on every interface of the machine."""
+    if not h.net:
+        raise AssertionError("env_wildcard runs in network namespaces only")
+    secret = write_secret(h.tmp)
+    hub_args = job_args(h, 0, secret)
+    hub_args[hub_args.index("--rendezvous") + 1] = "0.0.0.0:%d" % h.port
+    ls = [Launcher(h, 0, hub_args, [HELPER, "env"])]
+    time.sleep(0.1)
+    ls += [Launcher(h, k, job_args(h, k, secret), [HELPER, "env"]) for k in range(1, h.n)]
+    codes = finish_all(ls)
+    expect(codes == [0] * h.n, "the job failed", ls)
+    for l in ls:
+        tcp = {f.split()[1] for f in re.findall(r"tcp \S+", l.out)}
+        expect(tcp == {h.addr(l.node)}, f"node {l.node}: NETVM_TCP_ADDR {tcp}, not {h.addr(l.node)}", ls)
+
+
 def case_env_secret(h):
     """NETVM_SECRET in the launchers' environment instead of a file."""
     text = os.urandom(32).hex()
