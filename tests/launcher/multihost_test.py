@@ -320,6 +320,27 @@ def case_hub_killed(h):
     expect(wait_gone(pids.values(), 10), "ranks outlived the job")
 
 
+def case_link_down(h):
+    """The last host becomes unreachable mid-job (its link taken down, no
+    connection closed): keepalive notices within seconds, node 0 counts its
+    ranks dead and ends the job, and the cut-off node tears down too.
+    Namespaces only."""
+    if not h.net:
+        raise AssertionError("link_down runs in network namespaces only")
+    secret = write_secret(h.tmp)
+    ls = start_job(h, secret, [HELPER, "sleep"])
+    pids = wait_ready(ls, NP)
+    t0 = time.monotonic()
+    h.net.link(h.n - 1, up=False)
+    codes = finish_all(ls)
+    took = time.monotonic() - t0
+    expect(all(c != 0 for c in codes), f"exit statuses {codes}", ls)
+    expect(re.search(rf"lost node {h.n - 1} \(ranks", ls[0].err), "node 0 did not say the node was lost", ls)
+    expect("lost node 0" in ls[-1].err, "the cut-off node did not say it lost node 0", ls)
+    expect(took < 40, f"noticed after {took:.1f} s", ls)
+    expect(wait_gone(pids.values(), 10), "ranks outlived the job")
+
+
 def case_wrong_secret(h):
     """A launcher without the job secret is refused and harms nothing: the
     real nodes still join and the job runs."""
