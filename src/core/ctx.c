@@ -39,7 +39,10 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
     int timeout_ms;
     load_settings(ctx, cfg, &sp, &timeout_ms);
 
-    netvm_status_t st = nv_boot_open(&ctx->boot, cfg ? cfg->boot : NULL, timeout_ms);
+    /* no time limit on the launcher: a barrier legitimately waits for ranks
+     * that compute for long, and the launcher itself fails collectives when
+     * a rank dies (NETVM_ERR_PEER) and closes the socket when it goes away */
+    netvm_status_t st = nv_boot_open(&ctx->boot, cfg ? cfg->boot : NULL, -1);
     if (st != NETVM_OK) {
         free(ctx);
         return st;
