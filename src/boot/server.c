@@ -257,6 +257,7 @@ void nv_srv_conn_close(nv_boot_server_t *s, struct conn *c, const char *why)
         if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->lfd, &ev) == 0)
             s->accept_paused = 0;
     }
+    nv_srv_resume_nodes(s);
     if (c->kind == CONN_PROCESS && s->ranks[c->rank].conn == c) {
         if (why)
             nv_info("boot: rank %d (pid %d) lost without BYE: %s", c->rank, (int)c->pid, why);

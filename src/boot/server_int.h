@@ -103,6 +103,9 @@ struct nv_boot_server {
     int               node;
     unsigned          flags;
     int               tcp_lfd;        /* hub: the rendezvous listener, until every node joined */
+    int               tcp_paused;     /* out of fds: resume when a connection closes */
+    int               aborted;        /* hub: the launcher ended the job; nobody joins any more */
+    char              abort_text[NV_BOOT_TEXT_MAX + 1];
     int               npending_nodes;
     enum nv_boot_node_state *node_st; /* hub: per node */
     int               nodes_joined;
@@ -136,6 +139,8 @@ int          nv_srv_is_local(const nv_boot_server_t *s, int rank);
 netvm_status_t nv_srv_node_setup(nv_boot_server_t *s, const struct nv_boot_server_opts *o);
 void           nv_srv_node_teardown(nv_boot_server_t *s);
 void           nv_srv_accept_nodes(nv_boot_server_t *s);
+/* A connection closed: listening for launchers may resume. */
+void           nv_srv_resume_nodes(nv_boot_server_t *s);
 /* A message on a launcher connection (CONN_NODE_PENDING, CONN_NODE, CONN_UPSTREAM). */
 void           nv_srv_node_msg(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m);
 /* A launcher connection closed (before it is freed). */

@@ -46,9 +46,16 @@ void nv_srv_accept_nodes(nv_boot_server_t *s)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* the listener would stay readable: stop watching it until
+                 * a connection closes (the pending ones' deadlines free
+                 * some), instead of spinning */
+                nv_warn("boot: accept on the rendezvous: %s; pausing", strerror(errno));
+                if (epoll_ctl(s->ep, EPOLL_CTL_DEL, s->tcp_lfd, NULL) == 0)
+                    s->tcp_paused = 1;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 nv_warn("boot: accept on the rendezvous: %s", strerror(errno));
-            /* out of fds: the pending connections' deadlines free some */
+            }
             return;
         }
         char peer[NV_TCP_ADDR_MAX];
@@ -76,11 +83,21 @@ void nv_srv_accept_nodes(nv_boot_server_t *s)
     }
 }
 
+void nv_srv_resume_nodes(nv_boot_server_t *s)
+{
+    if (!s->tcp_paused || s->tcp_lfd < 0)
+        return;
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = TAG_TCP_LISTEN };
+    if (epoll_ctl(s->ep, EPOLL_CTL_ADD, s->tcp_lfd, &ev) == 0)
+        s->tcp_paused = 0;
+}
+
 static void stop_rendezvous(nv_boot_server_t *s)
 {
     if (s->tcp_lfd < 0)
         return;
-    epoll_ctl(s->ep, EPOLL_CTL_DEL, s->tcp_lfd, NULL);
+    if (!s->tcp_paused)
+        epoll_ctl(s->ep, EPOLL_CTL_DEL, s->tcp_lfd, NULL);
     close(s->tcp_lfd);
     s->tcp_lfd = -1;
 }
@@ -139,7 +156,7 @@ static void node_hello(nv_boot_server_t *s, struct conn *c, const struct nv_boot
         return;
     }
     /* it holds the secret: from here on it may hear why it is refused */
-    char why[160] = "";
+    char why[NV_BOOT_TEXT_MAX + 32] = "";
     if (h->nnodes != s->nnodes)
         snprintf(why, sizeof why, "--nnodes %d there, %d at node 0", h->nnodes, s->nnodes);
     else if (h->nlocal != s->nlocal)
@@ -151,10 +168,12 @@ static void node_hello(nv_boot_server_t *s, struct conn *c, const struct nv_boot
                  s->flags & NV_BOOT_NODE_KEEP_GOING ? "given" : "not given");
     else if (s->node_st[h->node] != NV_BOOT_NODE_WAITING)
         snprintf(why, sizeof why, "node %d has joined already", h->node);
+    else if (s->aborted)
+        snprintf(why, sizeof why, "node 0 ended the job: %.200s", s->abort_text);
     if (why[0]) {
         nv_warn("boot: refused node %d at %s: %s", h->node, c->peer, why);
+        c->closing = 1;     /* closed once the refusal is out */
         send_welcome(s, c, h->nonce, &p, NETVM_ERR_BOOT, why);
-        c->closing = 1;
         nv_srv_update_events(s, c);
         return;
     }
@@ -253,6 +272,15 @@ static void refuse_waiting(nv_boot_server_t *s)
 void nv_srv_relay_enter(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m)
 {
     struct rank_slot *slot = &s->ranks[c->rank];
+    /* what fits a process's frame may not fit an ENTER: refuse it here
+     * rather than leave the hub waiting for an entry that never comes
+     * (a well-behaved client never sends that much) */
+    if (m->u.coll.len > NV_BOOT_MAX_PAYLOAD - 64) {
+        nv_error("boot: rank %d sent an allgather of %u bytes, more than a job may gather", c->rank,
+                 m->u.coll.len);
+        nv_srv_conn_close(s, c, "protocol error");
+        return;
+    }
     if (m->u.coll.seq != s->round.seq || slot->entered) {
         nv_error("boot: rank %d sent %s #%u while collective #%u is running", c->rank,
                  nv_boot_msg_type_name(m->type), m->u.coll.seq, s->round.seq);
@@ -391,6 +419,9 @@ void nv_boot_server_abort(nv_boot_server_t *s, int rank, int node, int code, con
     if (!s || !s->node_st)
         return;
     char t[NV_BOOT_TEXT_MAX + 1];
+    /* a node still on its way must hear that there is no job to join */
+    s->aborted = 1;
+    clean_text(text, s->abort_text);
     struct nv_boot_msg m = { .type = NV_BOOT_MSG_ABORT };
     m.u.report.rank = rank < 0 ? -1 : rank;
     m.u.report.node = node;
