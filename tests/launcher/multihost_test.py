@@ -57,7 +57,7 @@ class Hosts:
     def popen(self, k, argv, **kw):
         kw.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if self.net:
-            return self.net.popen(k, argv, start_new_session=False, **kw)
+            return self.net.popen(k, argv, **kw)
         return subprocess.Popen(argv, **kw)
 
     def new_port(self):
@@ -81,12 +81,16 @@ def write_secret(tmp, name="secret", mode=0o600, text=None):
     return path
 
 
+LAUNCHERS = []      # every launcher started, so none outlives a failed test
+
+
 class Launcher:
     def __init__(self, hosts, node, args, program, env=None):
         self.node = node
         argv = [NETVM, "run", *args, "--", *program]
         self.p = hosts.popen(node, argv, env=env)
         self.out = self.err = None
+        LAUNCHERS.append(self.p)
 
     def finish(self, timeout=LIMIT):
         try:
@@ -587,6 +591,10 @@ def main():
         print(f"FAIL {a.case} ({a.where}, {a.hosts} hosts): {e}", file=sys.stderr)
         return 1
     finally:
+        for p in LAUNCHERS:
+            if p.poll() is None:
+                p.kill()        # its ranks die with it (PR_SET_PDEATHSIG)
+                p.wait()
         if hosts:
             hosts.close()
         shutil.rmtree(tmp, ignore_errors=True)
