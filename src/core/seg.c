@@ -94,8 +94,10 @@ static netvm_status_t publish(netvm_ctx_t *ctx, void *addr, size_t len, unsigned
         st = ctx->links[i]->ops->seg_publish(ctx->links[i], &d);
     if (st != NETVM_OK) {
         nv_atu_revoke(&ctx->atu, s->slot);
-        for (int i = 0; i < ctx->nlinks; i++)
+        for (int i = 0; i < ctx->nlinks; i++) {
             ctx->links[i]->ops->seg_revoke(ctx->links[i], s->slot);
+            ctx->links[i]->ops->seg_fence(ctx->links[i], s->slot);
+        }
         nv_atu_release(&ctx->atu, s->slot);
         free(s);
         return st;
@@ -160,12 +162,15 @@ netvm_status_t netvm_unexport(netvm_seg_t *s)
     if (s->next)
         s->next->prev = s->prev;
     pthread_mutex_unlock(&ctx->seg_lock);
-    /* refuse new accesses that go through the ATU and wait for the ones this
-     * process serves, then let each link fence its own (shm: the peers'
-     * direct accesses; tcp: frames in flight) */
-    nv_atu_revoke(&ctx->atu, s->slot);
+    /* refuse new accesses everywhere first (the links' own tables, then the
+     * ATU), so no initiator sees the segment revoked on one path and live on
+     * another; then wait for the accesses under way: those this process
+     * serves, then each link's (shm: peers' direct accesses; tcp: frames) */
     for (int i = 0; i < ctx->nlinks; i++)
         ctx->links[i]->ops->seg_revoke(ctx->links[i], s->slot);
+    nv_atu_revoke(&ctx->atu, s->slot);
+    for (int i = 0; i < ctx->nlinks; i++)
+        ctx->links[i]->ops->seg_fence(ctx->links[i], s->slot);
     nv_atu_release(&ctx->atu, s->slot);
     if (s->memfd >= 0) {
         munmap(s->addr, s->map_len);

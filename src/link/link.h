@@ -9,9 +9,9 @@
  * progress engine executes.
  *
  * Revocation: a target publishes each exported segment with seg_publish and
- * withdraws it with seg_revoke, which returns only when no native access by
- * any peer that began before the call is still running; every access after it
- * fails with NETVM_ERR_REVOKED. */
+ * withdraws it with seg_revoke then seg_fence; once seg_fence returns no
+ * access by any peer that began before is still running, and every access
+ * after seg_revoke fails with NETVM_ERR_REVOKED. */
 #ifndef NV_LINK_LINK_H
 #define NV_LINK_LINK_H
 
@@ -85,9 +85,14 @@ struct nv_link_ev {
 struct nv_link_ops {
     const char *name;
 
-    /* exporter side */
+    /* exporter side. Revocation is two steps, so that no initiator can see
+     * a segment revoked on one path and live on another: core calls every
+     * link's seg_revoke (refuse new accesses checked by the link itself),
+     * then marks its ATU, then calls every link's seg_fence (wait for the
+     * accesses already under way). */
     netvm_status_t (*seg_publish)(struct nv_link *l, const struct nv_seg_desc *d);
     void           (*seg_revoke)(struct nv_link *l, uint32_t slot);
+    void           (*seg_fence)(struct nv_link *l, uint32_t slot);
 
     /* what the link needs from core for put, get and import (NV_LINK_CAP_*) */
     unsigned caps;

@@ -36,6 +36,7 @@ static const struct nv_link_ops shm_ops = {
     .caps = 0,
     .seg_publish = shm_seg_publish,
     .seg_revoke = shm_seg_revoke,
+    .seg_fence = shm_seg_fence,
     .import = shm_import,
     .release = shm_release,
     .put = shm_put,

@@ -44,6 +44,7 @@ static inline struct shm_link *shm_of(struct nv_link *l) { return (struct shm_li
 /* shm_rma.c */
 netvm_status_t shm_seg_publish(struct nv_link *l, const struct nv_seg_desc *d);
 void           shm_seg_revoke(struct nv_link *l, uint32_t slot);
+void           shm_seg_fence(struct nv_link *l, uint32_t slot);
 netvm_status_t shm_import(struct nv_link *l, int rank, const char *name, uint32_t slot,
                           uint64_t key, struct nv_rdesc *out, void *token, uint32_t id);
 void           shm_release(struct nv_link *l, struct nv_rdesc *d);

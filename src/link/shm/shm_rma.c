@@ -42,16 +42,24 @@ netvm_status_t shm_seg_publish(struct nv_link *l, const struct nv_seg_desc *d)
     return NETVM_OK;
 }
 
-/* The fence of EXTOLL's ATU deregistration: after the entry is marked
- * revoked, wait for every initiator that may have seen it live. An initiator
- * bumps its op_seq to odd (sequentially consistent) before it reads the
- * entry, so either we see it odd here, or it sees the revocation. */
+/* The fence of EXTOLL's ATU deregistration, in two steps: mark the entry
+ * revoked, then wait for every initiator that may have seen it live. An
+ * initiator bumps its op_seq to odd (sequentially consistent) before it
+ * reads the entry, so either the fence sees it odd, or it sees the
+ * revocation. */
 void shm_seg_revoke(struct nv_link *l, uint32_t slot)
 {
     struct shm_link *s = shm_of(l);
     struct nv_shm_seg *e = &nv_shm_segs(s->self)[slot];
     uint64_t w = atomic_load_explicit(&e->word, memory_order_relaxed);
     atomic_store_explicit(&e->word, (w & ~3ull) | NV_SEG_REVOKED, memory_order_seq_cst);
+}
+
+void shm_seg_fence(struct nv_link *l, uint32_t slot)
+{
+    struct shm_link *s = shm_of(l);
+    (void)slot;
+    atomic_thread_fence(memory_order_seq_cst);
     for (int r = 0; r < l->size; r++) {
         struct shm_peer *pe = &s->peers[r];
         if (r == l->rank || !pe->hdr)

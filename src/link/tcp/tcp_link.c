@@ -74,9 +74,12 @@ static netvm_status_t tcp_seg_publish(struct nv_link *l, const struct nv_seg_des
     return d->slot < tcp_of(l)->p.max_segments ? NETVM_OK : NETVM_ERR_NOMEM;
 }
 
+/* The target checks every access against the ATU: nothing of its own to mark. */
+static void tcp_seg_revoke(struct nv_link *l, uint32_t slot) { (void)l; (void)slot; }
+
 /* The ATU already refuses new accesses; wait for those in flight: frames
  * being received into memory, and answers queued to be sent from it. */
-static void tcp_seg_revoke(struct nv_link *l, uint32_t slot)
+static void tcp_seg_fence(struct nv_link *l, uint32_t slot)
 {
     struct tcp_link *t = tcp_of(l);
     for (int r = 0; r < l->size; r++) {
@@ -263,6 +266,7 @@ static const struct nv_link_ops tcp_ops = {
     .caps = NV_LINK_CAP_ASYNC,
     .seg_publish = tcp_seg_publish,
     .seg_revoke = tcp_seg_revoke,
+    .seg_fence = tcp_seg_fence,
     .import = tcp_import,
     .release = tcp_release,
     .put = tcp_put,

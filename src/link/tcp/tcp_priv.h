@@ -67,6 +67,7 @@ struct tcp_conn {
     netvm_status_t  frame_status;   /* PUT: the result of its checks */
     netvm_status_t  first_err;      /* errors of unacknowledged puts since the last FLUSH */
     _Atomic uint64_t serve_seq;     /* odd while a frame writes into this process's memory */
+    int             in_serve;       /* the frame being received holds the serve section */
 
     /* handshake */
     uint8_t my_nonce[NV_TCP_NONCE_LEN];

@@ -46,14 +46,19 @@ static void begin_put(struct tcp_conn *c)
 {
     struct tcp_link *t = c->link;
     uint64_t addr = 0;
+    /* inside the serve section before the check: a revocation then either
+     * waits for this frame or this frame sees it (as shm's op_seq) */
+    serve_begin(c);
     netvm_status_t st = t->base.up.translate(t->base.up.arg, c->h.slot, c->h.key, c->h.off, c->h.len,
                                              NETVM_WRITE, &addr);
     if (st == NETVM_OK && !range_mapped(addr, c->h.len))
         st = NETVM_ERR_FAULT;
     c->frame_status = st;
     if (st == NETVM_OK) {
-        serve_begin(c);     /* ended in tcp_frame_end, or when the connection dies */
         c->dst = (uint8_t *)(uintptr_t)addr;
+        c->in_serve = 1;    /* the section ends in tcp_frame_end */
+    } else {
+        serve_end(c);
     }
 }
 
@@ -160,8 +165,10 @@ void tcp_frame_end(struct tcp_conn *c)
     struct tcp_link *t = c->link;
     switch (c->h.kind) {
     case NV_TCP_PUT:
-        if (c->frame_status == NETVM_OK)
+        if (c->in_serve) {
+            c->in_serve = 0;
             serve_end(c);
+        }
         if (c->h.flags & NV_TCP_F_ACK)
             reply(c, NV_TCP_PUT_ACK, c->h.req_id, c->frame_status);
         else if (c->frame_status != NETVM_OK && c->first_err == NETVM_OK)
