@@ -312,6 +312,19 @@ static ssize_t read_some(struct tcp_conn *c, void *buf, size_t len)
     }
 }
 
+/* A large payload received straight into its destination. */
+static ssize_t recv_into_place(struct tcp_conn *c, uint8_t *into, size_t want)
+{
+    return read_some(c, into, want);
+}
+
+/* Bytes that arrived with a header, copied to where they belong (for a PUT:
+ * the application's memory, checked and inside the serve section). */
+static void land_payload(uint8_t *into, const uint8_t *from, size_t n)
+{
+    memcpy(into, from, n);
+}
+
 /* Where the current frame's payload goes: its destination, the small
  * buffer, or nowhere (a refused PUT is drained). */
 static uint8_t *payload_target(struct tcp_conn *c)
@@ -373,7 +386,7 @@ static int rx_locked(struct tcp_conn *c)
                     into = sink;
                     want = want < sizeof sink ? want : sizeof sink;
                 }
-                ssize_t r = read_some(c, into, want);
+                ssize_t r = recv_into_place(c, into, want);
                 if (r == -2) {
                     /* EFAULT: the destination vanished; drain and report it */
                     c->frame_status = NETVM_ERR_FAULT;
@@ -411,7 +424,7 @@ static int rx_locked(struct tcp_conn *c)
         size_t n = c->remaining < avail ? (size_t)c->remaining : avail;
         uint8_t *into = payload_target(c);
         if (into)
-            memcpy(into, p, n);
+            land_payload(into, p, n);
         payload_advance(c, n);
         c->stage_off += n;
         if (c->remaining == 0) {
