@@ -20,6 +20,10 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_JOB_ID",         NULL,    "set by the launcher: identifies the job" },
     { "NETVM_BOOT",           NULL,    "set by the launcher: bootstrap address (unix:PATH); unset: a job of one" },
     { "NETVM_SECRET",         NULL,    "set by the launcher: per-job secret authenticating peers (never printed)" },
+    { "NETVM_NODE",           NULL,    "set by the launcher: this host's node rank in a multi-host job" },
+    { "NETVM_NNODES",         NULL,    "set by the launcher: number of hosts in the job" },
+    { "NETVM_LOCAL_RANK",     NULL,    "set by the launcher: this process's index among its host's ranks" },
+    { "NETVM_LOCAL_SIZE",     NULL,    "set by the launcher: number of ranks on this host" },
 };
 const size_t nv_config_nvars = sizeof nv_config_vars / sizeof nv_config_vars[0];
 
