@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int nv_cmd_info(int argc, char **argv)
 {
@@ -15,11 +16,19 @@ int nv_cmd_info(int argc, char **argv)
         return 0;
     }
     printf("netvm %s (API %d.%d)\n\n", NETVM_VERSION, NETVM_VERSION_MAJOR, NETVM_VERSION_MINOR);
-    printf("links:\n");
-    printf("  shm   peers on this machine: memfd-backed segments are mapped (loads, stores,\n"
-           "        CPU atomics); other exported ranges use process_vm_writev/readv; atomics\n"
-           "        on those run in the target's progress engine. Chosen for every peer with\n"
-           "        the same kernel boot id and host name (today: all peers).\n\n");
+    const char *mode = nv_config_str("NETVM_LINKS");
+    printf("links (NETVM_LINKS=%s):\n", mode);
+    printf("  shm   peers on this machine (same kernel boot id, host name, network and pid\n"
+           "        namespaces), and every process's access to itself: memfd-backed segments\n"
+           "        are mapped (loads, stores, CPU atomics); other exported ranges use\n"
+           "        process_vm_writev/readv; atomics on those run in the target's progress\n"
+           "        engine.%s\n",
+           !strcasecmp(mode, "tcp") ? " With NETVM_LINKS=tcp: only a process's access to itself." : "");
+    printf("  tcp   peers on other machines%s: one stream per pair of ranks, authenticated\n"
+           "        with HMAC-SHA-256 over the job secret; listens on NETVM_TCP_ADDR.%s\n\n",
+           !strcasecmp(mode, "tcp") ? " and, with NETVM_LINKS=tcp, every other peer" : "",
+           !strcasecmp(mode, "shm") ? " Disabled by NETVM_LINKS=shm." : "");
+    printf("  With NETVM_LOG=info every process logs the link it chose for each rank, and why.\n\n");
     printf("configuration (environment):\n");
     for (size_t i = 0; i < nv_config_nvars; i++) {
         const struct nv_config_var *v = &nv_config_vars[i];
