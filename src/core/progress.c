@@ -8,6 +8,7 @@
 #include "core/internal.h"
 #include "util/atomic_op.h"
 #include "util/log.h"
+#include "util/thread.h"
 #include "util/time.h"
 #include "wire/am.h"
 
@@ -129,10 +130,22 @@ static int sleep_prepare_all(netvm_ctx_t *ctx)
     return 0;
 }
 
+static int sleep_limit(netvm_ctx_t *ctx)
+{
+    int limit = -1;
+    for (int i = 0; i < ctx->nlinks; i++) {
+        int ms = ctx->links[i]->ops->sleep_limit_ms(ctx->links[i]);
+        if (ms >= 0 && (limit < 0 || ms < limit))
+            limit = ms;
+    }
+    return limit;
+}
+
 static void *progress_main(void *arg)
 {
     netvm_ctx_t *ctx = arg;
     struct epoll_event ev[16];
+    nv_is_progress_thread = 1;
     for (;;) {
         /* after a wake-up, linger: a burst of requests then costs one
          * wake-up, not one each */
@@ -145,9 +158,11 @@ static void *progress_main(void *arg)
         } while (ctx->linger_ns && nv_now_ns() < until);
         if (sleep_prepare_all(ctx))
             continue;
-        int n = epoll_wait(ctx->epfd, ev, 16, -1);
-        for (int i = 0; i < ctx->nlinks; i++)
+        int n = epoll_wait(ctx->epfd, ev, 16, sleep_limit(ctx));
+        for (int i = 0; i < ctx->nlinks; i++) {
             ctx->links[i]->ops->sleep_done(ctx->links[i]);
+            ctx->links[i]->ops->tick(ctx->links[i]);
+        }
         for (int i = 0; i < n; i++) {
             if (ev[i].data.ptr == &ctx->stop_token)
                 return NULL;

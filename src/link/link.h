@@ -139,6 +139,11 @@ struct nv_link_ops {
     /* returns 0 if the caller may sleep; nonzero if work arrived meanwhile */
     int  (*sleep_prepare)(struct nv_link *l);
     void (*sleep_done)(struct nv_link *l);
+    /* how long the progress thread may sleep (ms, -1: until an event), and
+     * what it does each time it wakes (for links that stop waking it while
+     * the application polls, and must resume when it stops) */
+    int  (*sleep_limit_ms)(struct nv_link *l);
+    void (*tick)(struct nv_link *l);
     /* an application thread is about to sleep until a reply completes its
      * request (replies must wake the progress thread now), and has woken;
      * reply_wait_enter returns nonzero if messages already wait (poll first) */

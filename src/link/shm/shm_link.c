@@ -30,6 +30,8 @@ static void shm_reply_wait_leave(struct nv_link *l);
 static netvm_status_t shm_flush(struct nv_link *l, int rank, void *token, uint32_t id);
 static int  shm_peer_dead(struct nv_link *l, int rank);
 static void shm_destroy(struct nv_link *l);
+static int  shm_sleep_limit_ms(struct nv_link *l) { (void)l; return -1; }
+static void shm_tick(struct nv_link *l) { (void)l; }
 
 static const struct nv_link_ops shm_ops = {
     .name = "shm",
@@ -50,6 +52,8 @@ static const struct nv_link_ops shm_ops = {
     .epoll_event = shm_epoll_event,
     .sleep_prepare = shm_sleep_prepare,
     .sleep_done = shm_sleep_done,
+    .sleep_limit_ms = shm_sleep_limit_ms,
+    .tick = shm_tick,
     .reply_wait_enter = shm_reply_wait_enter,
     .reply_wait_leave = shm_reply_wait_leave,
     .flush = shm_flush,

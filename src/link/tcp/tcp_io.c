@@ -52,13 +52,21 @@ static ssize_t write_some(struct tcp_conn *c, struct iovec *iov, int n)
     }
 }
 
-static void set_pollout(struct tcp_conn *c, int on)
+void tcp_conn_rearm(struct tcp_conn *c)
 {
     struct tcp_link *t = c->link;
-    if (t->epfd < 0 || atomic_exchange(&c->want_pollout, on) == on)
+    if (t->epfd < 0)
         return;
-    struct epoll_event ev = { .events = EPOLLIN | EPOLLET | (on ? EPOLLOUT : 0), .data.ptr = &c->ev };
+    unsigned events = EPOLLET | (atomic_load(&c->quiet) ? 0 : EPOLLIN) |
+                      (atomic_load(&c->want_pollout) ? EPOLLOUT : 0);
+    struct epoll_event ev = { .events = events, .data.ptr = &c->ev };
     epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void set_pollout(struct tcp_conn *c, int on)
+{
+    if (atomic_exchange(&c->want_pollout, on) != on)
+        tcp_conn_rearm(c);
 }
 
 /* Send queued replies, many per system call, until the queue is empty or

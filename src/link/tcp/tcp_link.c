@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "link/tcp/tcp_priv.h"
 #include "util/log.h"
+#include "util/thread.h"
 #include "util/time.h"
 
 #include <arpa/inet.h>
@@ -169,9 +170,17 @@ static int poll_conn(struct tcp_conn *c)
 {
     if (atomic_load(&c->state) == CONN_DEAD)
         return 0;
+    if (!nv_is_progress_thread)
+        atomic_store_explicit(&c->app_polled_ns, nv_now_ns(), memory_order_relaxed);
     tcp_flush_gathered(c);
+    if (atomic_load_explicit(&c->want_pollout, memory_order_relaxed))
+        tcp_try_flush(c);   /* a large answer waits for room: move it on */
     return tcp_rx(c);
 }
+
+/* An application thread that polls picks its messages up itself; waking
+ * the progress thread for them as well would only take a core from it. */
+#define APP_ACTIVE_NS 1000000ull
 
 static int tcp_poll(struct nv_link *l, int rank)
 {
@@ -228,10 +237,56 @@ static void tcp_epoll_event(struct nv_link *l, void *token)
     struct tcp_conn *c = (struct tcp_conn *)token;
     if (atomic_load(&c->state) == CONN_DEAD)
         return;
+    if (!atomic_load(&t->sleepers) &&
+        nv_now_ns() - atomic_load_explicit(&c->app_polled_ns, memory_order_relaxed) < APP_ACTIVE_NS &&
+        !atomic_exchange(&c->quiet, 1)) {
+        /* the application is polling: stop waking for this connection until
+         * it stops (tcp_tick turns the wake-ups back on) */
+        atomic_fetch_add(&t->nquiet, 1);
+        tcp_conn_rearm(c);
+    }
     tcp_rx(c);
     if (atomic_load(&c->want_pollout))
         tcp_try_flush(c);
 }
+
+static int tcp_sleep_limit_ms(struct nv_link *l)
+{
+    return atomic_load(&tcp_of(l)->nquiet) ? (int)(APP_ACTIVE_NS / 1000000) : -1;
+}
+
+/* Where the application stopped polling a connection (or sleeps, waiting
+ * for the progress thread), wake for it again; data that arrived meanwhile
+ * is reported at once by the re-arm. */
+static void wake_for_quiet(struct tcp_link *t, int all)
+{
+    if (!atomic_load(&t->nquiet))
+        return;
+    uint64_t now = nv_now_ns();
+    for (int r = 0; r < t->base.size; r++) {
+        struct tcp_conn *c = t->conns[r];
+        if (c && atomic_load(&c->quiet) &&
+            (all || now - atomic_load_explicit(&c->app_polled_ns, memory_order_relaxed) >= APP_ACTIVE_NS) &&
+            atomic_exchange(&c->quiet, 0)) {
+            atomic_fetch_sub(&t->nquiet, 1);
+            tcp_conn_rearm(c);
+            if (!all)
+                tcp_rx(c);
+        }
+    }
+}
+
+static void tcp_tick(struct nv_link *l) { wake_for_quiet(tcp_of(l), 0); }
+
+static int tcp_reply_wait_enter(struct nv_link *l)
+{
+    struct tcp_link *t = tcp_of(l);
+    atomic_fetch_add(&t->sleepers, 1);
+    wake_for_quiet(t, 1);
+    return 0;
+}
+
+static void tcp_reply_wait_leave(struct nv_link *l) { atomic_fetch_sub(&tcp_of(l)->sleepers, 1); }
 
 static int tcp_peer_dead(struct nv_link *l, int rank)
 {
@@ -280,8 +335,10 @@ static const struct nv_link_ops tcp_ops = {
     .epoll_event = tcp_epoll_event,
     .sleep_prepare = zero,
     .sleep_done = noop,
-    .reply_wait_enter = zero,
-    .reply_wait_leave = noop,
+    .sleep_limit_ms = tcp_sleep_limit_ms,
+    .tick = tcp_tick,
+    .reply_wait_enter = tcp_reply_wait_enter,
+    .reply_wait_leave = tcp_reply_wait_leave,
     .flush = tcp_flush,
     .peer_dead = tcp_peer_dead,
     .destroy = tcp_destroy,

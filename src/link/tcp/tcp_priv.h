@@ -41,6 +41,8 @@ struct tcp_conn {
     struct tcp_out *out_head, *out_tail;
     _Atomic int     tx_pending;
     _Atomic int     want_pollout;
+    _Atomic int     quiet;          /* removed from the progress thread's wake-ups while the application polls */
+    _Atomic uint64_t app_polled_ns; /* when an application thread last polled this connection */
     /* small frames of the application, gathered and sent with one system
      * call at the next wait, poll or larger frame (message rate) */
     uint8_t        *wbuf;
@@ -97,8 +99,8 @@ struct tcp_link {
     struct tcp_pending   pending[NV_LINK_MAX_PENDING];
     pthread_mutex_t      pending_lock;
     _Atomic uint32_t    *slot_refs;  /* queued GET_RESPs per segment slot */
-    pthread_mutex_t      strangers_lock;
-    struct tcp_conn     *strangers[16];
+    _Atomic int          nquiet;         /* connections currently quiet */
+    _Atomic int          sleepers;       /* application threads asleep until the progress thread completes their request */
 };
 
 static inline struct tcp_link *tcp_of(struct nv_link *l) { return (struct tcp_link *)l; }
@@ -131,6 +133,9 @@ void           tcp_conn_fail(struct tcp_conn *c, const char *why);
 /* tcp_serve.c: the target's and the initiator's handling of frames */
 void           tcp_frame_begin(struct tcp_conn *c);
 void           tcp_frame_end(struct tcp_conn *c);
+
+/* The epoll interest a connection should have now. */
+void           tcp_conn_rearm(struct tcp_conn *c);
 
 /* tcp_link.c */
 struct tcp_pending *tcp_pending_take(struct tcp_link *t, uint32_t id, uint8_t kind, int rank);
