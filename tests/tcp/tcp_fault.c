@@ -6,7 +6,10 @@
  *   linkdown: the driver takes the last host's link down; the first rank
  *             keeps getting from the last rank and must see NETVM_ERR_TIMEOUT
  *             or NETVM_ERR_PEER within NETVM_TIMEOUT plus slack, not hang.
- * Usage: tcp_fault kill|linkdown DIR */
+ *   garbage:  (any number of hosts, one is fine) the driver sends random bytes
+ *             and broken frames to every rank's tcp port, then creates
+ *             DIR/go; the ranks must still serve each other correctly.
+ * Usage: tcp_fault kill|linkdown|garbage DIR */
 #include "check.h"
 
 #include <signal.h>
@@ -40,7 +43,7 @@ int main(int argc, char **argv)
     int per_host = atoi(getenv("NETVM_LOCAL_SIZE") ? getenv("NETVM_LOCAL_SIZE") : "1");
     int nhosts = atoi(getenv("NETVM_NNODES") ? getenv("NETVM_NNODES") : "1");
     int first_victim = (nhosts - 1) * per_host;
-    CHECK(nhosts >= 2);
+    CHECK(nhosts >= 2 || !strcmp(argv[1], "garbage"));
     static uint64_t mem[1024];
     netvm_seg_t *seg;
     CHECK_OK(netvm_export(ctx, mem, sizeof mem, NETVM_RWA, "mem", &seg));
@@ -52,6 +55,32 @@ int main(int argc, char **argv)
     mark(argv[2], "ready", rank);
 
     uint64_t v = 7, got;
+    if (!strcmp(argv[1], "garbage")) {
+        char go[4096];
+        snprintf(go, sizeof go, "%s/go", argv[2]);
+        double t0 = now();
+        while (access(go, F_OK) != 0) {
+            CHECK(now() - t0 < 60);
+            netvm_progress(ctx);
+            usleep(1000);
+        }
+        /* after the junk: every peer still answers, and right */
+        for (int i = 0; i < 2000; i++) {
+            int p = i % size;
+            uint64_t mine = ((uint64_t)rank << 32) | (uint64_t)i;
+            CHECK_OK(netvm_put(ctx, r[p], 64 + 8 * (size_t)rank, &mine, 8, 0));
+            CHECK_OK(netvm_get(ctx, &got, r[p], 64 + 8 * (size_t)rank, 8, 0));
+            CHECK(got == mine);
+            CHECK_OK(netvm_atomic(ctx, r[p], 0, NETVM_AOP_ADD, 1, 0, NULL));
+        }
+        CHECK_OK(netvm_barrier(ctx));
+        /* every rank added 1 here for each i with i % size == rank */
+        uint64_t each = (uint64_t)(2000 - rank + size - 1) / (uint64_t)size;
+        CHECK(__atomic_load_n(&mem[0], __ATOMIC_SEQ_CST) == each * (uint64_t)size);
+        printf("rank %d served through the junk\n", rank);
+        CHECK_OK(netvm_finalize(ctx));
+        return 0;
+    }
     if (!strcmp(argv[1], "kill")) {
         CHECK_OK(netvm_barrier(ctx));
         if (rank >= first_victim)

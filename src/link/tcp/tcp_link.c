@@ -382,6 +382,9 @@ netvm_status_t nv_tcp_link_open(struct nv_link **out, int rank, int size, const 
         tcp_destroy(&t->base);
         return NETVM_ERR_SYS;
     }
+    char shown[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &a.sin_addr, shown, sizeof shown);
+    nv_info("tcp link: listening on %s:%u", shown, (unsigned)ntohs(a.sin_port));
     memset(card, 0, sizeof *card);
     card->version = NV_TCP_VERSION;
     card->ipv4 = a.sin_addr.s_addr;
