@@ -24,6 +24,19 @@ static void load_settings(netvm_ctx_t *ctx, const netvm_config_t *cfg, struct nv
     sp->timeout_ms = *timeout_ms;
 }
 
+/* Everything init built, in reverse; safe on a half-built context. */
+static void release_all(netvm_ctx_t *ctx)
+{
+    nv_progress_stop(ctx);
+    nv_links_destroy(ctx);
+    nv_req_pool_fini(ctx);
+    nv_atu_fini(&ctx->atu);
+    nv_boot_close(ctx->boot);
+    pthread_mutex_destroy(&ctx->seg_lock);
+    free(ctx->peers);
+    free(ctx);
+}
+
 netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
 {
     if (!out)
@@ -66,13 +79,7 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
         st = nv_boot_barrier(ctx->boot);
     if (st != NETVM_OK) {
         nv_error("netvm_init failed: %s", netvm_strerror(st));
-        nv_progress_stop(ctx);
-        nv_links_destroy(ctx);
-        nv_req_pool_fini(ctx);
-        nv_atu_fini(&ctx->atu);
-        nv_boot_close(ctx->boot);
-        free(ctx->peers);
-        free(ctx);
+        release_all(ctx);
         return st;
     }
     *out = ctx;
@@ -83,7 +90,9 @@ netvm_status_t netvm_finalize(netvm_ctx_t *ctx)
 {
     if (!ctx)
         return NETVM_ERR_INVAL;
-    nv_progress_wait_idle(ctx, -1);
+    /* what this process issued is complete at its targets before anyone
+     * leaves (a dead peer's share is simply gone) */
+    netvm_flush(ctx, -1);
     /* a dead rank must not keep the survivors from finishing */
     netvm_status_t st = nv_boot_barrier(ctx->boot);
     if (st != NETVM_OK && st != NETVM_ERR_PEER)
@@ -92,13 +101,7 @@ netvm_status_t netvm_finalize(netvm_ctx_t *ctx)
         netvm_release(ctx->rsegs);
     while (ctx->segs)
         netvm_unexport(ctx->segs);
-    nv_progress_stop(ctx);
-    nv_links_destroy(ctx);
-    nv_req_pool_fini(ctx);
-    nv_atu_fini(&ctx->atu);
-    nv_boot_close(ctx->boot);
-    free(ctx->peers);
-    free(ctx);
+    release_all(ctx);
     return NETVM_OK;
 }
 

@@ -259,8 +259,8 @@ static netvm_status_t cma_copy(struct nv_link *l, struct shm_peer *pe, uint64_t 
 
 /* Every access completes before it returns: local and remote completion
  * are the same moment on this link. */
-netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src, size_t len,
-                       int remote, void *token, uint32_t id)
+static netvm_status_t shm_access(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *buf,
+                                 size_t len, int write)
 {
     struct shm_link *s = shm_of(l);
     struct shm_import *im = d->link_priv;
@@ -269,32 +269,27 @@ netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, cons
     uint64_t seq = access_begin(s);
     netvm_status_t st = still_valid(l, im);
     if (st == NETVM_OK) {
-        if (d->mapped)
-            memcpy(d->mapped + off, src, len);
+        if (d->mapped && write)
+            memcpy(d->mapped + off, buf, len);
+        else if (d->mapped)
+            memcpy(buf, d->mapped + off, len);
         else
-            st = cma_copy(l, im->peer, d->addr + off, (void *)src, len, 1);
+            st = cma_copy(l, im->peer, d->addr + off, buf, len, write);
     }
     access_end(s, seq);
     return st;
 }
 
+netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src, size_t len,
+                       int remote, void *token, uint32_t id)
+{
+    return shm_access(l, d, off, (void *)src, len, 1);
+}
+
 netvm_status_t shm_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *dst, size_t len,
                        void *token, uint32_t id)
 {
-    struct shm_link *s = shm_of(l);
-    struct shm_import *im = d->link_priv;
-    if (atomic_load_explicit(&im->peer->dead, memory_order_relaxed))
-        return NETVM_ERR_PEER;
-    uint64_t seq = access_begin(s);
-    netvm_status_t st = still_valid(l, im);
-    if (st == NETVM_OK) {
-        if (d->mapped)
-            memcpy(dst, d->mapped + off, len);
-        else
-            st = cma_copy(l, im->peer, d->addr + off, dst, len, 0);
-    }
-    access_end(s, seq);
-    return st;
+    return shm_access(l, d, off, dst, len, 0);
 }
 
 netvm_status_t shm_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, netvm_atomic_op_t op,
