@@ -20,7 +20,9 @@
  * Every measurement first doubles its iteration count until one batch lasts
  * at least an eighth of --min-ms (that is the warm-up), then runs one timed
  * batch sized to last --min-ms.  The peer process sleeps in read(2) during
- * the one-sided tests; it takes part only in the ping-pong.
+ * the one-sided tests; it takes part only in the ping-pong.  --busy-target
+ * makes it spin instead, to show what a polling target costs the initiator
+ * (on a machine whose CPUs share a core, a lot: see docs/performance.md).
  *
  * Output, one JSON object per line on stdout:
  *   {"metric":"put_lat","size":8,"unit":"us","value":0.1,"iters":N,"seconds":T}
@@ -28,6 +30,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,6 +78,7 @@ static uint64_t *word;         /* shm: the peer's atomic word */
 static pid_t    peer_pid;
 static int      cmd_fd, ack_fd;  /* pipes to and from the peer */
 static volatile uint64_t sink;
+static int      busy_target;   /* --busy-target: the peer spins between commands */
 
 #define barrier() __asm__ __volatile__("" ::: "memory")
 
@@ -285,11 +289,25 @@ static void measure(int op, size_t s, double min_s)
     rows++;
 }
 
-/* The passive side: sleeps in read(2) between commands. */
+/* The passive side: sleeps in read(2) between commands (or, with
+ * --busy-target, polls the pipe without sleeping, as a target that
+ * busy-polls its progress engine would). */
 static void serve(void)
 {
     struct cmd c;
-    while (xread(cmd_fd, &c, sizeof c)) {
+    if (busy_target) {
+        int fl = fcntl(cmd_fd, F_GETFL);
+        if (fl < 0 || fcntl(cmd_fd, F_SETFL, fl | O_NONBLOCK) < 0) die("fcntl");
+    }
+    for (;;) {
+        if (busy_target) {
+            ssize_t r = read(cmd_fd, &c, sizeof c);
+            if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+            if (r == 0) break;
+            if (r != (ssize_t)sizeof c) die("pipe read");   /* commands are written whole */
+        } else if (!xread(cmd_fd, &c, sizeof c)) {
+            break;
+        }
         if (c.op == OP_QUIT) break;
         char ack = 1;
         pingpong_prepare(c.size);
@@ -336,7 +354,8 @@ static void usage(FILE *f)
         "  --min-ms     length of each timed batch (default 50)\n"
         "  --lat-sizes  default 8,64,512,4096,32768,262144,1048576,4194304\n"
         "  --bw-sizes   default 65536,1048576,4194304\n"
-        "  --metrics    put_lat,get_lat,fadd_lat,put_bw,get_bw,add_rate (default all)\n");
+        "  --metrics    put_lat,get_lat,fadd_lat,put_bw,get_bw,add_rate (default all)\n"
+        "  --busy-target  the peer process spins between commands instead of sleeping\n");
 }
 
 int main(int argc, char **argv)
@@ -351,6 +370,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--busy-target")) { busy_target = 1; continue; }
         if (!v) { usage(stderr); return 2; }
         i++;
         if (!strcmp(a, "--mode")) {
