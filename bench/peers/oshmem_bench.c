@@ -11,6 +11,8 @@
  *   put_bw    windows of 32 shmem_putmem_nbi of s bytes, shmem_quiet each.
  *   get_bw    the same with shmem_getmem_nbi.  MB/s, 1 MB = 1e6 bytes.
  *   add_rate  windows of 64 shmem_atomic_add, shmem_quiet each.  Mops.
+ *   put_rate  windows of 64 shmem_putmem_nbi of 8 bytes to consecutive
+ *             words, shmem_quiet each.  Mops.
  * Each measurement doubles its batch until it lasts an eighth of --min-ms
  * (the warm-up), then times one batch of about --min-ms.
  *
@@ -30,7 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OP_PUT_LAT, OP_GET_LAT, OP_FADD_LAT, OP_PUT_BW, OP_GET_BW, OP_ADD_RATE, OP_COUNT };
+enum { OP_PUT_LAT, OP_GET_LAT, OP_FADD_LAT, OP_PUT_BW, OP_GET_BW, OP_ADD_RATE, OP_PUT_RATE,
+       OP_COUNT };
 
 static const struct {
     const char *name, *unit;
@@ -43,6 +46,7 @@ static const struct {
     [OP_PUT_BW]   = { "put_bw",   "MB/s", 32, 1 },
     [OP_GET_BW]   = { "get_bw",   "MB/s", 32, 1 },
     [OP_ADD_RATE] = { "add_rate", "Mops", 64, 0 },
+    [OP_PUT_RATE] = { "put_rate", "Mops", 64, 0 },
 };
 
 /* Symmetric control words.  They live on the symmetric heap, not in global
@@ -152,6 +156,12 @@ static double run_batch(int op, size_t s, uint64_t n)
     case OP_GET_BW:
         for (uint64_t i = 0; i < n; i += w) {
             for (unsigned k = 0; k < w; k++) shmem_getmem_nbi(scratch, buf, s, 1);
+            shmem_quiet();
+        }
+        break;
+    case OP_PUT_RATE:
+        for (uint64_t i = 0; i < n; i += w) {
+            for (unsigned k = 0; k < w; k++) shmem_putmem_nbi(buf + 8 * k, scratch, 8, 1);
             shmem_quiet();
         }
         break;
@@ -276,7 +286,7 @@ int main(int argc, char **argv)
         if (me == 0) fprintf(stderr, "oshmem_bench: needs exactly 2 PEs\n");
         shmem_global_exit(2);
     }
-    max_size = 8;
+    max_size = 512;   /* at least the 64 words of put_rate */
     for (size_t i = 0; i < nlat; i++) if (lat[i] > max_size) max_size = lat[i];
     for (size_t i = 0; i < nbw; i++)  if (bw[i] > max_size)  max_size = bw[i];
     buf = shmem_malloc(max_size);
@@ -297,7 +307,7 @@ int main(int argc, char **argv)
         double min_s = min_ms / 1e3;
         for (int op = 0; op < OP_COUNT; op++) {
             if (!want[op]) continue;
-            if (op == OP_FADD_LAT || op == OP_ADD_RATE) {
+            if (op == OP_FADD_LAT || op == OP_ADD_RATE || op == OP_PUT_RATE) {
                 measure(op, 8, min_s);
                 continue;
             }

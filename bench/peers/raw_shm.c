@@ -17,6 +17,8 @@
  *   put_bw    windows of 32 puts of s bytes to the peer, then a flush;
  *   get_bw    the same with gets; MB/s with 1 MB = 1e6 bytes.
  *   add_rate  windows of 64 non-fetching 64-bit adds, then a flush; Mops.
+ *   put_rate  windows of 64 puts of 8 bytes (to 64 consecutive words), then
+ *             a flush; Mops.
  * Every measurement first doubles its iteration count until one batch lasts
  * at least an eighth of --min-ms (that is the warm-up), then runs one timed
  * batch sized to last --min-ms.  The peer process sleeps in read(2) during
@@ -45,7 +47,7 @@
 #include <unistd.h>
 
 enum { MODE_SHM, MODE_CMA };
-enum { OP_PUT_LAT, OP_GET_LAT, OP_FADD_LAT, OP_PUT_BW, OP_GET_BW, OP_ADD_RATE,
+enum { OP_PUT_LAT, OP_GET_LAT, OP_FADD_LAT, OP_PUT_BW, OP_GET_BW, OP_ADD_RATE, OP_PUT_RATE,
        OP_COUNT, OP_QUIT = 100 };
 
 static const struct {
@@ -60,6 +62,7 @@ static const struct {
     [OP_PUT_BW]   = { "put_bw",   "MB/s", 32, 1, 0 },
     [OP_GET_BW]   = { "get_bw",   "MB/s", 32, 1, 0 },
     [OP_ADD_RATE] = { "add_rate", "Mops", 64, 0, 1 },
+    [OP_PUT_RATE] = { "put_rate", "Mops", 64, 0, 0 },
 };
 
 struct cmd {
@@ -134,6 +137,22 @@ static inline void put(size_t s)
         struct iovec l = { scratch, s }, r = { theirs, s };
         ssize_t n = process_vm_writev(peer_pid, &l, 1, &r, 1, 0);
         if (n != (ssize_t)s) {
+            if (n >= 0) errno = EIO;
+            die("process_vm_writev");
+        }
+    }
+}
+
+/* put 8 bytes from scratch to word k of the peer's buffer (put_rate) */
+static inline void put8(size_t k)
+{
+    if (mode == MODE_SHM) {
+        memcpy(theirs + 8 * k, scratch, 8);
+        barrier();
+    } else {
+        struct iovec l = { scratch, 8 }, r = { theirs + 8 * k, 8 };
+        ssize_t n = process_vm_writev(peer_pid, &l, 1, &r, 1, 0);
+        if (n != 8) {
             if (n >= 0) errno = EIO;
             die("process_vm_writev");
         }
@@ -231,6 +250,12 @@ static double run_batch(int op, size_t s, uint64_t n)
     case OP_GET_BW:
         for (uint64_t i = 0; i < n; i += w) {
             for (unsigned k = 0; k < w; k++) get(s);
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        }
+        break;
+    case OP_PUT_RATE:
+        for (uint64_t i = 0; i < n; i += w) {
+            for (unsigned k = 0; k < w; k++) put8(k);
             __atomic_thread_fence(__ATOMIC_SEQ_CST);
         }
         break;
@@ -354,7 +379,7 @@ static void usage(FILE *f)
         "  --min-ms     length of each timed batch (default 50)\n"
         "  --lat-sizes  default 8,64,512,4096,32768,262144,1048576,4194304\n"
         "  --bw-sizes   default 65536,1048576,4194304\n"
-        "  --metrics    put_lat,get_lat,fadd_lat,put_bw,get_bw,add_rate (default all)\n"
+        "  --metrics    put_lat,get_lat,fadd_lat,put_bw,get_bw,add_rate,put_rate (default all)\n"
         "  --busy-target  the peer process spins between commands instead of sleeping\n");
 }
 
@@ -404,7 +429,7 @@ int main(int argc, char **argv)
         }
     }
 
-    max_size = 8;
+    max_size = 512;   /* at least the 64 words of put_rate */
     for (size_t i = 0; i < nlat; i++) if (lat[i] > max_size) max_size = lat[i];
     for (size_t i = 0; i < nbw; i++)  if (bw[i] > max_size)  max_size = bw[i];
     max_size = (max_size + 4095) & ~(size_t)4095;
@@ -466,7 +491,7 @@ int main(int argc, char **argv)
     double min_s = min_ms / 1e3;
     for (int op = 0; op < OP_COUNT; op++) {
         if (!want[op] || (ops[op].shm_only && mode == MODE_CMA)) continue;
-        if (op == OP_FADD_LAT || op == OP_ADD_RATE) {
+        if (op == OP_FADD_LAT || op == OP_ADD_RATE || op == OP_PUT_RATE) {
             measure(op, 8, min_s);
             continue;
         }
