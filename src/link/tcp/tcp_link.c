@@ -171,7 +171,8 @@ static int poll_conn(struct tcp_conn *c)
     if (atomic_load(&c->state) == CONN_DEAD)
         return 0;
     if (!nv_is_progress_thread)
-        atomic_store_explicit(&c->app_polled_ns, nv_now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&c->app_polls, atomic_load_explicit(&c->app_polls, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
     tcp_flush_gathered(c);
     if (atomic_load_explicit(&c->want_pollout, memory_order_relaxed))
         tcp_try_flush(c);   /* a large answer waits for room: move it on */
@@ -179,8 +180,10 @@ static int poll_conn(struct tcp_conn *c)
 }
 
 /* An application thread that polls picks its messages up itself; waking
- * the progress thread for them as well would only take a core from it. */
-#define APP_ACTIVE_NS 1000000ull
+ * the progress thread for them as well would only take a core from it. A
+ * connection the application polled since the progress thread's last look
+ * goes quiet; the thread looks again every APP_LOOK_MS while any is quiet. */
+#define APP_LOOK_MS 1
 
 static int tcp_poll(struct nv_link *l, int rank)
 {
@@ -237,9 +240,8 @@ static void tcp_epoll_event(struct nv_link *l, void *token)
     struct tcp_conn *c = (struct tcp_conn *)token;
     if (atomic_load(&c->state) == CONN_DEAD)
         return;
-    if (!atomic_load(&t->sleepers) &&
-        nv_now_ns() - atomic_load_explicit(&c->app_polled_ns, memory_order_relaxed) < APP_ACTIVE_NS &&
-        !atomic_exchange(&c->quiet, 1)) {
+    uint64_t polls = atomic_load_explicit(&c->app_polls, memory_order_relaxed);
+    if (!atomic_load(&t->sleepers) && polls != c->polls_seen && !atomic_exchange(&c->quiet, 1)) {
         /* the application is polling: stop waking for this connection until
          * it stops (tcp_tick turns the wake-ups back on) */
         atomic_fetch_add(&t->nquiet, 1);
@@ -252,7 +254,7 @@ static void tcp_epoll_event(struct nv_link *l, void *token)
 
 static int tcp_sleep_limit_ms(struct nv_link *l)
 {
-    return atomic_load(&tcp_of(l)->nquiet) ? (int)(APP_ACTIVE_NS / 1000000) : -1;
+    return atomic_load(&tcp_of(l)->nquiet) ? APP_LOOK_MS : -1;
 }
 
 /* Where the application stopped polling a connection (or sleeps, waiting
@@ -260,14 +262,14 @@ static int tcp_sleep_limit_ms(struct nv_link *l)
  * is reported at once by the re-arm. */
 static void wake_for_quiet(struct tcp_link *t, int all)
 {
-    if (!atomic_load(&t->nquiet))
-        return;
-    uint64_t now = nv_now_ns();
     for (int r = 0; r < t->base.size; r++) {
         struct tcp_conn *c = t->conns[r];
-        if (c && atomic_load(&c->quiet) &&
-            (all || now - atomic_load_explicit(&c->app_polled_ns, memory_order_relaxed) >= APP_ACTIVE_NS) &&
-            atomic_exchange(&c->quiet, 0)) {
+        if (!c)
+            continue;
+        uint64_t polls = atomic_load_explicit(&c->app_polls, memory_order_relaxed);
+        int idle = polls == c->polls_seen;
+        c->polls_seen = polls;
+        if (atomic_load(&c->quiet) && (all || idle) && atomic_exchange(&c->quiet, 0)) {
             atomic_fetch_sub(&t->nquiet, 1);
             tcp_conn_rearm(c);
             if (!all)
@@ -276,7 +278,15 @@ static void wake_for_quiet(struct tcp_link *t, int all)
     }
 }
 
-static void tcp_tick(struct nv_link *l) { wake_for_quiet(tcp_of(l), 0); }
+static void tcp_tick(struct nv_link *l)
+{
+    struct tcp_link *t = tcp_of(l);
+    uint64_t now = nv_now_ns();
+    if (now - t->last_look_ns < APP_LOOK_MS * 1000000ull)
+        return;
+    t->last_look_ns = now;
+    wake_for_quiet(t, 0);
+}
 
 static int tcp_reply_wait_enter(struct nv_link *l)
 {

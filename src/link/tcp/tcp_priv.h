@@ -42,7 +42,8 @@ struct tcp_conn {
     _Atomic int     tx_pending;
     _Atomic int     want_pollout;
     _Atomic int     quiet;          /* removed from the progress thread's wake-ups while the application polls */
-    _Atomic uint64_t app_polled_ns; /* when an application thread last polled this connection */
+    _Atomic uint64_t app_polls;     /* application polls of this connection (a counter: cheaper than a clock) */
+    uint64_t        polls_seen;     /* its value at the progress thread's last look */
     /* small frames of the application, gathered and sent with one system
      * call at the next wait, poll or larger frame (message rate) */
     uint8_t        *wbuf;
@@ -100,6 +101,7 @@ struct tcp_link {
     pthread_mutex_t      pending_lock;
     _Atomic uint32_t    *slot_refs;  /* queued GET_RESPs per segment slot */
     _Atomic int          nquiet;         /* connections currently quiet */
+    uint64_t             last_look_ns;   /* the progress thread's last check for idle connections */
     _Atomic int          sleepers;       /* application threads asleep until the progress thread completes their request */
 };
 
