@@ -172,6 +172,13 @@ netvm_status_t netvm_get_nb(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size
 netvm_status_t netvm_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,
                          size_t len, unsigned flags)
 {
+    if (src && !is_async(src)) {
+        /* the direct path, without a request */
+        netvm_status_t st = check(ctx, src, off, len, NETVM_READ, flags);
+        if (st != NETVM_OK || len == 0)
+            return st;
+        return dst ? src->link->ops->get(src->link, &src->d, off, dst, len, NULL, 0) : NETVM_ERR_INVAL;
+    }
     netvm_req_t *q;
     netvm_status_t st = netvm_get_nb(ctx, dst, src, off, len, flags, &q);
     if (st != NETVM_OK || !q)

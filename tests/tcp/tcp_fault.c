@@ -79,6 +79,7 @@ int main(int argc, char **argv)
         CHECK(__atomic_load_n(&mem[0], __ATOMIC_SEQ_CST) == each * (uint64_t)size);
         printf("rank %d served through the junk\n", rank);
         CHECK_OK(netvm_finalize(ctx));
+        free(r);
         return 0;
     }
     if (!strcmp(argv[1], "kill")) {

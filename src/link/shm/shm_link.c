@@ -85,6 +85,7 @@ netvm_status_t nv_shm_link_open(struct nv_link **out, int rank, int size,
     struct shm_link *s = calloc(1, sizeof *s);
     if (!s)
         return NETVM_ERR_NOMEM;
+    s->asym = shm_membarrier_register() == 0;
     s->base.ops = &shm_ops;
     s->base.up = *up;
     s->base.rank = rank;

@@ -27,6 +27,7 @@ struct shm_link {
     struct shm_peer   *peers;      /* size entries; peers[rank] is ourselves */
     atomic_flag        consuming;  /* one consumer of our ring at a time */
     uint64_t           gen;        /* publish generations */
+    int                asym;       /* membarrier registered: accesses fence with a compiler barrier */
     struct nv_link_ev  doorbell_ev;   /* epoll token: our doorbell */
 };
 
@@ -61,5 +62,7 @@ int   shm_pidfd_getfd(int pidfd, int fd);
 int   shm_pidfd_exited(int pidfd);
 void *shm_map_fd(int fd, size_t len);
 uint64_t shm_host_id(void);
+int   shm_membarrier_register(void);
+int   shm_membarrier_global(void);
 
 #endif
