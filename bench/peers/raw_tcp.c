@@ -7,8 +7,9 @@
  *   put_bw    windows of 32 messages of s bytes, then B sends a 1-byte ack
  *   get_bw    A asks for a window of 32 x s bytes, B sends them
  *   put_rate  windows of 64 messages of 8 bytes (one send(2) each), then an ack
- * --wait poll receives with MSG_DONTWAIT in a busy loop, --wait sleep blocks
- * in recv(2): the two ways a receiver can wait, measured separately.
+ * --wait poll receives (and sends) with MSG_DONTWAIT in a busy loop, --wait
+ * sleep blocks in recv(2) (send(2)): the two ways a process can wait,
+ * measured separately.
  * Each measurement doubles its count until a batch lasts min-ms/8 (the
  * warm-up), then times one batch sized to last --min-ms.
  * Output, one JSON object per line: {"metric","size","unit","value","iters",
@@ -60,8 +61,8 @@ static void send_all(int fd, const void *p, size_t n)
 {
     const uint8_t *b = p;
     while (n) {
-        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
+        ssize_t w = send(fd, b, n, MSG_NOSIGNAL | (polling ? MSG_DONTWAIT : 0));
+        if (w < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (w <= 0)
             die("send");
@@ -80,6 +81,9 @@ static void recv_all(int fd, void *p, size_t n)
             n -= (size_t)r;
         } else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
             continue;
+        } else if (r == 0) {
+            fprintf(stderr, "netvm_peer_tcp: recv: the other process closed the connection\n");
+            exit(1);
         } else {
             die("recv");
         }
@@ -174,14 +178,39 @@ static int measure(int fd, unsigned op, size_t size, double min_s)
     return 1;
 }
 
+#define MAX_SIZE (4u << 20)
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: netvm_peer_tcp [--wait poll|sleep] [--min-ms MS] [--lat-sizes L] "
+                    "[--bw-sizes L] [--metrics put_lat,get_lat,put_bw,get_bw,put_rate]\n"
+                    "sizes: 8 to %u bytes\n", MAX_SIZE);
+    exit(2);
+}
+
 static size_t parse_sizes(const char *arg, size_t *out, size_t max)
 {
     size_t n = 0;
     char *copy = strdup(arg), *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t && n < max; t = strtok_r(NULL, ",", &save))
-        out[n++] = strtoull(t, NULL, 10);
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *end;
+        unsigned long long v = strtoull(t, &end, 10);
+        if (*end || v < 8 || v > MAX_SIZE || n == max)
+            usage();
+        out[n++] = (size_t)v;
+    }
     free(copy);
     return n;
+}
+
+/* Is name one of the comma-separated words of list? */
+static int listed(const char *list, const char *name)
+{
+    size_t l = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += l)
+        if ((p == list || p[-1] == ',') && (p[l] == 0 || p[l] == ','))
+            return 1;
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -190,27 +219,31 @@ int main(int argc, char **argv)
     size_t bw[8] = { 65536, 1048576, 4194304 }, nbw = 3;
     double min_ms = 50;
     const char *metrics = "put_lat,get_lat,put_bw,get_bw,put_rate";
+    if (argc % 2 == 0)
+        usage();
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--wait"))
+        if (!strcmp(argv[i], "--wait")) {
+            if (strcmp(argv[i + 1], "poll") && strcmp(argv[i + 1], "sleep"))
+                usage();
             polling = strcmp(argv[i + 1], "sleep") != 0;
-        else if (!strcmp(argv[i], "--min-ms"))
+        } else if (!strcmp(argv[i], "--min-ms")) {
             min_ms = atof(argv[i + 1]);
+            if (!(min_ms > 0))
+                usage();
+        }
         else if (!strcmp(argv[i], "--lat-sizes"))
             nlat = parse_sizes(argv[i + 1], lat, 16);
         else if (!strcmp(argv[i], "--bw-sizes"))
             nbw = parse_sizes(argv[i + 1], bw, 8);
         else if (!strcmp(argv[i], "--metrics"))
             metrics = argv[i + 1];
-        else {
-            fprintf(stderr, "usage: netvm_peer_tcp [--wait poll|sleep] [--min-ms MS] [--lat-sizes L] "
-                            "[--bw-sizes L] [--metrics put_lat,get_lat,put_bw,get_bw,put_rate]\n");
-            return 2;
-        }
+        else
+            usage();
     }
-    buf = malloc(4u << 20);
+    buf = malloc(MAX_SIZE);
     if (!buf)
         die("malloc");
-    memset(buf, 1, 4u << 20);
+    memset(buf, 1, MAX_SIZE);
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t al = sizeof a;
@@ -236,7 +269,7 @@ int main(int argc, char **argv)
     int rows = 0;
     double min_s = min_ms / 1000;
     for (unsigned op = 0; op < OP_COUNT; op++) {
-        if (!strstr(metrics, ops[op].name))
+        if (!listed(metrics, ops[op].name))
             continue;
         if (op == OP_PUT_RATE) {
             rows += measure(fd, op, 8, min_s);
