@@ -15,6 +15,15 @@
  *             words, shmem_quiet each.  Mops.
  * Each measurement doubles its batch until it lasts an eighth of --min-ms
  * (the warm-up), then times one batch of about --min-ms.
+ * --target sleep (default) or poll: how PE 1 waits for its next command (and
+ * so during PE 0's one-sided tests).  sleep: shmem_int_test every 20 us with
+ * usleep in between, and the ping-pong polls the last byte with bare loads
+ * (enough where UCX maps the peer's memory, UCX_TLS=sm).  poll: PE 1 waits in
+ * shmem_int_wait_until, and both PEs wait for the ping-pong's last bytes with
+ * shmem_int_wait_until on the buffer's last int; these call into the library
+ * (UCX progress) while waiting, which over tcp is required: there every
+ * remote access is an active message the target's UCX must receive
+ * (shmem_int_test does not progress UCX, so sleep deadlocks on tcp).
  *
  * Output (PE 0, stdout), one JSON object per line:
  *   {"metric":"get_lat","size":8,"unit":"us","value":0.07,"iters":N,"seconds":T}
@@ -69,6 +78,7 @@ static unsigned char *scratch; /* local source/destination */
 static size_t max_size;
 static int me;
 static volatile unsigned long sink;
+static int target_polls;       /* --target poll */
 
 #define barrier() __asm__ __volatile__("" ::: "memory")
 
@@ -86,6 +96,14 @@ static inline unsigned char seq_value(uint64_t seq)
 
 static inline void wait_value(size_t s, unsigned char v)
 {
+    if (target_polls) {
+        /* sizes are multiples of 4 and only the last byte is ever nonzero */
+        unsigned u = (unsigned)v << 24;
+        int want;
+        memcpy(&want, &u, sizeof want);
+        shmem_int_wait_until((int *)(void *)&buf[s - 4], SHMEM_CMP_EQ, want);
+        return;
+    }
     while (__atomic_load_n(&buf[s - 1], __ATOMIC_ACQUIRE) != v)
         ;
 }
@@ -218,6 +236,8 @@ static void measure(int op, size_t s, double min_s)
 static void serve(void)
 {
     for (int k = 1;; k++) {
+        if (target_polls)
+            shmem_int_wait_until(&ctl_go, SHMEM_CMP_GE, k);
         while (!shmem_int_test(&ctl_go, SHMEM_CMP_GE, k))
             usleep(20);
         if (ctl_cmd[0] < 0) return;
@@ -238,7 +258,7 @@ static size_t parse_sizes(const char *arg, size_t *out, size_t cap)
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         char *end;
         unsigned long long v = strtoull(t, &end, 10);
-        if (*end || v < 8 || n == cap) {
+        if (*end || v < 8 || v % 4 || n == cap) {
             fprintf(stderr, "oshmem_bench: bad size list '%s'\n", arg);
             exit(2);
         }
@@ -259,6 +279,8 @@ int main(int argc, char **argv)
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "--min-ms")) min_ms = atof(v);
+        else if (!strcmp(a, "--target") && (!strcmp(v, "poll") || !strcmp(v, "sleep")))
+            target_polls = !strcmp(v, "poll");
         else if (!strcmp(a, "--lat-sizes")) nlat = parse_sizes(v, lat, 32);
         else if (!strcmp(a, "--bw-sizes")) nbw = parse_sizes(v, bw, 32);
         else if (!strcmp(a, "--metrics")) {
@@ -276,7 +298,7 @@ int main(int argc, char **argv)
     }
     if (argc % 2 == 0 || !(min_ms > 0)) {
         fprintf(stderr, "usage: oshmem_bench [--min-ms MS] [--lat-sizes LIST] "
-                        "[--bw-sizes LIST] [--metrics LIST]\n");
+                        "[--bw-sizes LIST] [--metrics LIST] [--target sleep|poll]\n");
         return 2;
     }
 
