@@ -57,10 +57,15 @@ void tcp_conn_rearm(struct tcp_conn *c)
     struct tcp_link *t = c->link;
     if (t->epfd < 0)
         return;
+    /* two threads may re-arm at once (the progress thread quieting, a
+     * waiter waking); the interest is read and set under one lock so the
+     * last epoll_ctl always matches the state */
+    pthread_mutex_lock(&c->arm_lock);
     unsigned events = EPOLLET | (atomic_load(&c->quiet) ? 0 : EPOLLIN) |
                       (atomic_load(&c->want_pollout) ? EPOLLOUT : 0);
     struct epoll_event ev = { .events = events, .data.ptr = &c->ev };
     epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    pthread_mutex_unlock(&c->arm_lock);
 }
 
 static void set_pollout(struct tcp_conn *c, int on)
@@ -128,6 +133,8 @@ static void flush_out_locked(struct tcp_conn *c)
     set_pollout(c, 0);
 }
 
+static netvm_status_t flush_wbuf_locked(struct tcp_conn *c);
+
 /* Take send_lock only if free; if not, its holder will flush our replies
  * (it checks tx_pending after unlocking). */
 void tcp_try_flush(struct tcp_conn *c)
@@ -139,6 +146,10 @@ void tcp_try_flush(struct tcp_conn *c)
                 return;
         }
         atomic_store(&c->tx_pending, 0);
+        /* gathered application frames too: their thread may be asleep,
+         * waiting for the answers to them */
+        if (atomic_load_explicit(&c->wbuf_used, memory_order_relaxed))
+            flush_wbuf_locked(c);
         flush_out_locked(c);
         pthread_mutex_unlock(&c->send_lock);
         if (!atomic_load(&c->tx_pending))
@@ -286,13 +297,8 @@ netvm_status_t tcp_send_frame(struct tcp_conn *c, const struct nv_tcp_hdr *h, co
 
 void tcp_flush_gathered(struct tcp_conn *c)
 {
-    if (!atomic_load_explicit(&c->wbuf_used, memory_order_relaxed))
-        return;
-    if (pthread_mutex_trylock(&c->send_lock) != 0)
-        return;   /* its holder sends them before any frame of its own */
-    flush_wbuf_locked(c);
-    flush_out_locked(c);
-    unlock_send(c);
+    if (atomic_load_explicit(&c->wbuf_used, memory_order_relaxed))
+        tcp_try_flush(c);   /* if the send side is busy, its holder sends them */
 }
 
 /* Read into buf without blocking: bytes read, 0 if nothing is there, -1 if

@@ -266,9 +266,13 @@ static void wake_for_quiet(struct tcp_link *t, int all)
         struct tcp_conn *c = t->conns[r];
         if (!c)
             continue;
-        uint64_t polls = atomic_load_explicit(&c->app_polls, memory_order_relaxed);
-        int idle = polls == c->polls_seen;
-        c->polls_seen = polls;
+        int idle = 0;
+        if (!all) {
+            /* polls_seen belongs to the progress thread (all == 0 is its call) */
+            uint64_t polls = atomic_load_explicit(&c->app_polls, memory_order_relaxed);
+            idle = polls == c->polls_seen;
+            c->polls_seen = polls;
+        }
         if (atomic_load(&c->quiet) && (all || idle) && atomic_exchange(&c->quiet, 0)) {
             atomic_fetch_sub(&t->nquiet, 1);
             tcp_conn_rearm(c);
@@ -293,6 +297,10 @@ static int tcp_reply_wait_enter(struct nv_link *l)
     struct tcp_link *t = tcp_of(l);
     atomic_fetch_add(&t->sleepers, 1);
     wake_for_quiet(t, 1);
+    /* what this thread gathered must be on its way before it sleeps */
+    for (int r = 0; r < l->size; r++)
+        if (t->conns[r])
+            tcp_flush_gathered(t->conns[r]);
     return 0;
 }
 

@@ -41,6 +41,7 @@ struct tcp_conn {
     struct tcp_out *out_head, *out_tail;
     _Atomic int     tx_pending;
     _Atomic int     want_pollout;
+    pthread_mutex_t arm_lock;       /* serialises changes of the epoll interest */
     _Atomic int     quiet;          /* removed from the progress thread's wake-ups while the application polls */
     _Atomic uint64_t app_polls;     /* application polls of this connection (a counter: cheaper than a clock) */
     uint64_t        polls_seen;     /* its value at the progress thread's last look */

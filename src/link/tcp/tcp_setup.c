@@ -63,6 +63,7 @@ struct tcp_conn *tcp_conn_new(struct tcp_link *t, int fd, int rank)
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->out_lock, NULL);
     pthread_mutex_init(&c->rx_lock, NULL);
+    pthread_mutex_init(&c->arm_lock, NULL);
     c->rx = RX_HDR;
     c->wbuf = malloc(64 * 1024);
     c->stage = malloc(TCP_STAGE_CAP);
@@ -92,6 +93,7 @@ void tcp_conn_free(struct tcp_conn *c)
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->out_lock);
     pthread_mutex_destroy(&c->rx_lock);
+    pthread_mutex_destroy(&c->arm_lock);
     free(c->wbuf);
     free(c->stage);
     free(c);
