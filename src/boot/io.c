@@ -32,13 +32,16 @@ netvm_status_t nv_boot_wait_fd(int fd, short events, uint64_t deadline)
     }
 }
 
-netvm_status_t nv_boot_send_all(int fd, const uint8_t *p, size_t len, uint64_t deadline,
-                                const char **why)
+/* Move all len bytes one way or the other, waiting for the socket as
+ * needed, within the deadline. */
+static netvm_status_t xfer_all(int fd, uint8_t *p, size_t len, int sending, uint64_t deadline,
+                               const char **why)
 {
     while (len) {
         /* MSG_NOSIGNAL: a peer that went away is an error to report, not a
          * SIGPIPE that kills the process */
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = sending ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+                            : recv(fd, p, len, MSG_DONTWAIT);
         if (n > 0) {
             p += n;
             len -= (size_t)n;
@@ -47,7 +50,7 @@ netvm_status_t nv_boot_send_all(int fd, const uint8_t *p, size_t len, uint64_t d
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            netvm_status_t st = nv_boot_wait_fd(fd, POLLOUT, deadline);
+            netvm_status_t st = nv_boot_wait_fd(fd, sending ? POLLOUT : POLLIN, deadline);
             if (st != NETVM_OK) {
                 *why = st == NETVM_ERR_TIMEOUT ? "timed out" : strerror(errno);
                 return st;
@@ -60,30 +63,16 @@ netvm_status_t nv_boot_send_all(int fd, const uint8_t *p, size_t len, uint64_t d
     return NETVM_OK;
 }
 
+netvm_status_t nv_boot_send_all(int fd, const uint8_t *p, size_t len, uint64_t deadline,
+                                const char **why)
+{
+    return xfer_all(fd, (uint8_t *)p, len, 1, deadline, why);
+}
+
 netvm_status_t nv_boot_recv_all(int fd, uint8_t *p, size_t len, uint64_t deadline,
                                 const char **why)
 {
-    while (len) {
-        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            netvm_status_t st = nv_boot_wait_fd(fd, POLLIN, deadline);
-            if (st != NETVM_OK) {
-                *why = st == NETVM_ERR_TIMEOUT ? "timed out" : strerror(errno);
-                return st;
-            }
-            continue;
-        }
-        *why = n < 0 ? strerror(errno) : "connection closed";
-        return NETVM_ERR_BOOT;
-    }
-    return NETVM_OK;
+    return xfer_all(fd, p, len, 0, deadline, why);
 }
 
 netvm_status_t nv_boot_send_msg(int fd, const struct nv_boot_msg *m, uint64_t deadline,

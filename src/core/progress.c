@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "core/internal.h"
 #include "util/atomic_op.h"
+#include "util/mapped.h"
 #include "util/log.h"
 #include "util/thread.h"
 #include "util/time.h"
@@ -23,17 +24,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* An exported range may have been unmapped behind netvm's back; touching it
- * from the progress thread would crash the target, so check first. */
-static int range_mapped(uint64_t addr, uint64_t len)
-{
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t start = (uintptr_t)addr & ~(page - 1);
-    unsigned char vec[2];
-    size_t span = (size_t)((addr + len - start + page - 1) / page * page);
-    return span <= 2 * page && mincore((void *)start, span, vec) == 0;
-}
-
 static void serve_atomic(netvm_ctx_t *ctx, const struct nv_am *m)
 {
     struct nv_am reply = { .kind = NV_AM_REPLY, .src_rank = ctx->rank, .req_id = m->req_id };
@@ -42,7 +32,7 @@ static void serve_atomic(netvm_ctx_t *ctx, const struct nv_am *m)
     netvm_status_t st = nv_atu_translate(&ctx->atu, m->slot, m->key, m->off, 8, NETVM_ATOMIC, &addr);
     if (st == NETVM_OK && (m->op >= NETVM_AOP_COUNT || (addr & 7)))
         st = NETVM_ERR_INVAL;
-    if (st == NETVM_OK && !range_mapped(addr, 8))
+    if (st == NETVM_OK && !nv_range_mapped(addr, 8))
         st = NETVM_ERR_FAULT;
     if (st == NETVM_OK)
         reply.operand = nv_atomic_apply((uint64_t *)(uintptr_t)addr, (netvm_atomic_op_t)m->op,

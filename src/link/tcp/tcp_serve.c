@@ -6,32 +6,12 @@
 #include "link/tcp/tcp_priv.h"
 #include "util/hmac.h"
 #include "util/log.h"
+#include "util/mapped.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-/* An exported range may have been unmapped behind netvm's back: receiving
- * into it would fail half-way, sending from it would crash nothing but would
- * fail too. Check before a byte moves. */
-static int range_mapped(uint64_t addr, uint64_t len)
-{
-    if (len == 0)
-        return 1;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t start = (uintptr_t)addr & ~(page - 1);
-    size_t span = (size_t)((addr + len - start + page - 1) / page * page);
-    size_t pages = span / page;
-    unsigned char stackvec[256];
-    unsigned char *vec = pages <= sizeof stackvec ? stackvec : malloc(pages);
-    if (!vec)
-        return 0;
-    int ok = mincore((void *)start, span, vec) == 0;
-    if (vec != stackvec)
-        free(vec);
-    return ok;
-}
 
 static void serve_begin(struct tcp_conn *c) { atomic_fetch_add(&c->serve_seq, 1); }
 static void serve_end(struct tcp_conn *c)   { atomic_fetch_add_explicit(&c->serve_seq, 1, memory_order_release); }
@@ -42,17 +22,25 @@ static void reply(struct tcp_conn *c, uint8_t kind, uint32_t req_id, netvm_statu
     tcp_queue_reply(c, &h, NULL, 0, 0, -1);
 }
 
-static void begin_put(struct tcp_conn *c)
+/* Enter the serve section, then check the frame's access against the ATU
+ * and the page tables. Inside the section before the check: a revocation
+ * then either waits for this frame or this frame sees it (as shm's
+ * op_seq). The caller ends the section. */
+static netvm_status_t check_access(struct tcp_conn *c, unsigned need, uint64_t *addr)
 {
     struct tcp_link *t = c->link;
-    uint64_t addr = 0;
-    /* inside the serve section before the check: a revocation then either
-     * waits for this frame or this frame sees it (as shm's op_seq) */
     serve_begin(c);
     netvm_status_t st = t->base.up.translate(t->base.up.arg, c->h.slot, c->h.key, c->h.off, c->h.len,
-                                             NETVM_WRITE, &addr);
-    if (st == NETVM_OK && !range_mapped(addr, c->h.len))
+                                             need, addr);
+    if (st == NETVM_OK && !nv_range_mapped(*addr, c->h.len))
         st = NETVM_ERR_FAULT;
+    return st;
+}
+
+static void begin_put(struct tcp_conn *c)
+{
+    uint64_t addr = 0;
+    netvm_status_t st = check_access(c, NETVM_WRITE, &addr);
     c->frame_status = st;
     if (st == NETVM_OK) {
         c->dst = (uint8_t *)(uintptr_t)addr;
@@ -66,11 +54,7 @@ static void begin_get(struct tcp_conn *c)
 {
     struct tcp_link *t = c->link;
     uint64_t addr = 0;
-    serve_begin(c);
-    netvm_status_t st = t->base.up.translate(t->base.up.arg, c->h.slot, c->h.key, c->h.off, c->h.len,
-                                             NETVM_READ, &addr);
-    if (st == NETVM_OK && !range_mapped(addr, c->h.len))
-        st = NETVM_ERR_FAULT;
+    netvm_status_t st = check_access(c, NETVM_READ, &addr);
     struct nv_tcp_hdr h = { .kind = NV_TCP_GET_RESP, .req_id = c->h.req_id, .status = (uint16_t)st };
     if (st == NETVM_OK && c->h.len) {
         /* answered straight from the source memory; the reference keeps the
