@@ -55,6 +55,7 @@ typedef enum {
     NETVM_ERR_SYS,         /* a system call failed unexpectedly (the log says which) */
     NETVM_ERR_UNSUPPORTED, /* no link between these ranks can do this */
     NETVM_ERR_STATE,       /* the context or request is in the wrong state for this call */
+    NETVM_ERR_AGAIN,       /* not now: events already wait (netvm_evq_arm), or a queue is full */
     NETVM_STATUS_COUNT
 } netvm_status_t;
 
@@ -196,4 +197,7 @@ netvm_status_t netvm_flush(netvm_ctx_t *ctx, int rank);
 #ifdef __cplusplus
 }
 #endif
+
+#include <netvm/events.h>   /* tripwires, notifications, signals, the event queue */
+
 #endif /* NETVM_NETVM_H */

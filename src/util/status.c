@@ -19,6 +19,7 @@ static const char *const messages[NETVM_STATUS_COUNT] = {
     [NETVM_ERR_SYS]         = "unexpected system call failure (see the log)",
     [NETVM_ERR_UNSUPPORTED] = "no link between these ranks supports this",
     [NETVM_ERR_STATE]       = "wrong state for this call",
+    [NETVM_ERR_AGAIN]       = "not now: events already wait, or a queue is full",
 };
 
 const char *netvm_strerror(netvm_status_t status)
