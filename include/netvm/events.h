@@ -100,8 +100,11 @@ enum {
  * An access overlapping the range by at least one byte fires it, once per
  * operation, after the operation's data is visible here. set may be NULL;
  * with a set the events go to netvm_tripset_wait, else to the event queue.
- * Accesses that begin after this returns fire it (including one whose data
- * is already visible when the caller checks after arming: arm, then look). */
+ * Every access that begins after this returns fires it, and the race of
+ * "arm, then look at the memory, then wait" is safe: an access the look
+ * missed fires the tripwire. The matching runs after an access's data has
+ * landed, so an access that landed just before the arm may fire it too:
+ * after an event, look at the memory itself, as after any wake-up. */
 netvm_status_t netvm_tripwire_arm(netvm_ctx_t *ctx, const void *addr, size_t len, unsigned flags,
                                   uint64_t user, netvm_tripset_t *set, netvm_tripwire_t **tw);
 /* Arm on a remote range: fires (NETVM_EV_REMOTE_TRIPWIRE) when a put or

@@ -29,6 +29,7 @@ static void release_all(netvm_ctx_t *ctx)
 {
     nv_progress_stop(ctx);
     nv_links_destroy(ctx);
+    nv_evq_fini(ctx);
     nv_req_pool_fini(ctx);
     nv_atu_fini(&ctx->atu);
     nv_boot_close(ctx->boot);
@@ -47,6 +48,7 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
     if (!ctx)
         return NETVM_ERR_NOMEM;
     ctx->epfd = ctx->stopfd = -1;
+    ctx->ep.memfd = ctx->ep.wake_fd = -1;
     pthread_mutex_init(&ctx->seg_lock, NULL);
     struct nv_shm_params sp;
     int timeout_ms;
@@ -70,6 +72,9 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
         st = nv_atu_init(&ctx->atu, sp.max_segments);
     if (st == NETVM_OK)
         st = nv_req_pool_init(ctx, 4096);
+    if (st == NETVM_OK)
+        st = nv_evq_init(ctx);
+    sp.ep = &ctx->ep;
     if (st == NETVM_OK)
         st = nv_links_connect(ctx, &sp, timeout_ms);
     if (st == NETVM_OK)

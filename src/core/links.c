@@ -72,7 +72,7 @@ netvm_status_t nv_links_connect(netvm_ctx_t *ctx, const void *shm_params, int ti
         const struct nv_shm_params *sp = shm_params;
         struct nv_tcp_params tp = { .timeout_ms = timeout_ms, .secret = nv_boot_secret(ctx->boot),
                                     .secret_len = NV_BOOT_SECRET_LEN, .max_segments = sp->max_segments,
-                                    .bind_addr = nv_config_str("NETVM_TCP_ADDR") };
+                                    .bind_addr = nv_config_str("NETVM_TCP_ADDR"), .ep = sp->ep };
         st = nv_tcp_link_open(&ctx->tcp, ctx->rank, ctx->size, &tp, &up, &mine.tcp);
     }
     if (st == NETVM_OK)

@@ -24,26 +24,91 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static void serve_atomic(netvm_ctx_t *ctx, const struct nv_am *m)
+static void send_reply(netvm_ctx_t *ctx, const struct nv_am *m, netvm_status_t st, uint64_t result)
 {
-    struct nv_am reply = { .kind = NV_AM_REPLY, .src_rank = ctx->rank, .req_id = m->req_id };
-    uint64_t addr = 0;
-    nv_atu_serve_begin(&ctx->atu);
-    netvm_status_t st = nv_atu_translate(&ctx->atu, m->slot, m->key, m->off, 8, NETVM_ATOMIC, &addr);
-    if (st == NETVM_OK && (m->op >= NETVM_AOP_COUNT || (addr & 7)))
-        st = NETVM_ERR_INVAL;
-    if (st == NETVM_OK && !nv_range_mapped(addr, 8))
-        st = NETVM_ERR_FAULT;
-    if (st == NETVM_OK)
-        reply.operand = nv_atomic_apply((uint64_t *)(uintptr_t)addr, (netvm_atomic_op_t)m->op,
-                                        m->operand, m->compare);
-    nv_atu_serve_end(&ctx->atu);
-    reply.status = (uint16_t)st;
+    struct nv_am reply = { .kind = NV_AM_REPLY, .src_rank = ctx->rank, .req_id = m->req_id,
+                           .status = (uint16_t)st, .operand = result };
     uint8_t buf[NV_AM_SIZE];
     nv_am_encode(&reply, buf);
     struct nv_link *l = ctx->peers[m->src_rank].link;
     if (l->ops->am_send(l, m->src_rank, buf, NV_AM_SEND_REPLY) != NETVM_OK)
         nv_debug("reply to rank %d dropped: it is gone", m->src_rank);
+}
+
+/* The NIC's work after a peer's word access here is complete. */
+static void word_done(netvm_ctx_t *ctx, const struct nv_am *m, uint64_t addr, unsigned access)
+{
+    nv_ep_access(&ctx->ep, m->src_rank, addr, 8, access);
+    if (m->flags & NV_AM_F_NOTIFY) {
+        struct nv_ep_rec r = { .type = NETVM_EV_COMPLETER, .access = (uint16_t)access, .rank = m->src_rank,
+                               .value = m->tag, .addr = addr, .len = 8 };
+        nv_ep_post(&ctx->ep, &r);
+    }
+}
+
+/* An atomic (op < NETVM_AOP_COUNT) or a signal (set or add) on a word of
+ * ours; returns the status, *old the word's previous value. */
+static netvm_status_t apply_word(netvm_ctx_t *ctx, const struct nv_am *m, unsigned need, uint64_t *addr,
+                                 uint64_t *old)
+{
+    nv_atu_serve_begin(&ctx->atu);
+    netvm_status_t st = nv_atu_translate(&ctx->atu, m->slot, m->key, m->off, 8, need, addr);
+    if (st == NETVM_OK && (*addr & 7))
+        st = NETVM_ERR_INVAL;
+    if (st == NETVM_OK && !nv_range_mapped(*addr, 8))
+        st = NETVM_ERR_FAULT;
+    if (st == NETVM_OK) {
+        uint64_t *w = (uint64_t *)(uintptr_t)*addr;
+        if (m->kind == NV_AM_ATOMIC)
+            *old = nv_atomic_apply(w, (netvm_atomic_op_t)m->op, m->operand, m->compare);
+        else if (m->op == NETVM_SIGNAL_SET)
+            *old = __atomic_exchange_n(w, m->operand, __ATOMIC_RELEASE);
+        else
+            *old = __atomic_fetch_add(w, m->operand, __ATOMIC_RELEASE);
+    }
+    nv_atu_serve_end(&ctx->atu);
+    return st;
+}
+
+static void serve_atomic(netvm_ctx_t *ctx, const struct nv_am *m)
+{
+    uint64_t addr = 0, old = 0;
+    netvm_status_t st = m->op < NETVM_AOP_COUNT ? apply_word(ctx, m, NETVM_ATOMIC, &addr, &old)
+                                                : NETVM_ERR_INVAL;
+    if (st == NETVM_OK)
+        word_done(ctx, m, addr, NETVM_TRIP_RW);
+    send_reply(ctx, m, st, old);
+}
+
+static void serve_signal(netvm_ctx_t *ctx, const struct nv_am *m)
+{
+    uint64_t addr = 0, old = 0;
+    netvm_status_t st = NETVM_ERR_INVAL;
+    if (m->op <= NETVM_SIGNAL_ADD)
+        st = apply_word(ctx, m, m->op == NETVM_SIGNAL_SET ? NETVM_WRITE : NETVM_ATOMIC, &addr, &old);
+    if (st == NETVM_OK)
+        word_done(ctx, m, addr, NETVM_TRIP_WRITE);
+    else
+        nv_debug("signal from rank %d failed: %s", m->src_rank, netvm_strerror(st));
+    if (m->flags & NV_AM_F_REPLY)
+        send_reply(ctx, m, st, 0);
+}
+
+/* A notification put or a counter increment from a peer that cannot post
+ * into our block itself. */
+static void serve_notify(netvm_ctx_t *ctx, const struct nv_am *m)
+{
+    netvm_status_t st = NETVM_OK;
+    if (m->kind == NV_AM_COUNT) {
+        st = nv_ep_count(&ctx->ep, m->src_rank, m->slot, m->operand);
+        if (st != NETVM_OK)
+            nv_warn("rank %d counted on counter %u, beyond NETVM_COUNTERS", m->src_rank, m->slot);
+    } else {
+        struct nv_ep_rec r = { .type = NETVM_EV_NOTIFY, .rank = m->src_rank, .value = m->operand };
+        nv_ep_post(&ctx->ep, &r);
+    }
+    if (m->flags & NV_AM_F_REPLY)
+        send_reply(ctx, m, st, 0);
 }
 
 static void take_reply(netvm_ctx_t *ctx, const struct nv_am *m)
@@ -68,6 +133,9 @@ void nv_am_upcall(void *arg, int src_rank, const uint8_t *msg, size_t len)
     }
     switch (m.kind) {
     case NV_AM_ATOMIC: serve_atomic(ctx, &m); break;
+    case NV_AM_SIGNAL: serve_signal(ctx, &m); break;
+    case NV_AM_NOTIFY:
+    case NV_AM_COUNT:  serve_notify(ctx, &m); break;
     case NV_AM_REPLY:  take_reply(ctx, &m);   break;
     default: break;
     }

@@ -32,8 +32,28 @@ void nv_req_pool_fini(netvm_ctx_t *ctx)
     ctx->reqs = NULL;
 }
 
+void nv_req_sweep(netvm_ctx_t *ctx)
+{
+    if (!atomic_load_explicit(&ctx->detached_done, memory_order_acquire))
+        return;
+    for (uint32_t i = 0; i < ctx->nreqs; i++) {
+        struct netvm_req *r = &ctx->reqs[i];
+        if (r->detached && atomic_load_explicit(&r->state, memory_order_acquire) == NV_REQ_DONE) {
+            atomic_fetch_sub_explicit(&ctx->detached_done, 1, memory_order_relaxed);
+            nv_req_free(r);
+        }
+    }
+}
+
+void nv_req_detach(struct netvm_req *r)
+{
+    r->detached = 1;
+}
+
 struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, int rank, uint64_t *result)
 {
+    if (ctx->free_req >= ctx->nreqs)
+        nv_req_sweep(ctx);
     if (ctx->free_req >= ctx->nreqs)
         return NULL;
     struct netvm_req *r = &ctx->reqs[ctx->free_req];
@@ -44,6 +64,9 @@ struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, int rank, uint64_t *result)
     r->result = result;
     r->issued_ns = nv_now_ns();
     atomic_store_explicit(&r->waiting, 0, memory_order_relaxed);
+    r->detached = 0;
+    r->ev_kinds = 0;
+    r->ev_rseg = NULL;
     atomic_fetch_add_explicit(&ctx->peers[rank].outstanding, 1, memory_order_relaxed);
     atomic_store_explicit(&r->state, NV_REQ_PENDING, memory_order_release);
     return r;
@@ -66,6 +89,12 @@ int nv_req_complete(struct netvm_req *r, netvm_status_t st, uint64_t result)
     r->status = st;
     if (r->result && st == NETVM_OK)
         *r->result = result;
+    if (r->detached) {
+        /* its events leave before the request counts as done, so a flush
+         * that waited for it finds them queued */
+        nv_req_post_events(r);
+        atomic_fetch_add_explicit(&r->ctx->detached_done, 1, memory_order_relaxed);
+    }
     atomic_fetch_sub_explicit(&r->ctx->peers[r->rank].outstanding, 1, memory_order_release);
     atomic_store_explicit(&r->state, NV_REQ_DONE, memory_order_release);
     if (atomic_load_explicit(&r->waiting, memory_order_seq_cst))

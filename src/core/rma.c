@@ -2,7 +2,13 @@
  * descriptor before any byte moves (the link re-checks that the target still
  * publishes it); what the link cannot do natively, core emulates here, in one
  * place, with active messages the target executes. Links that answer later
- * (NV_LINK_CAP_ASYNC: tcp) get a request as the token of their operation. */
+ * (NV_LINK_CAP_ASYNC: tcp) get a request as the token of their operation.
+ *
+ * Every operation may carry notifications (netvm/events.h): the target's
+ * (completer, responder) travel with it to the link as a note; this
+ * process's own (requester, a get's completer, remote tripwires) are posted
+ * here when the operation completes, or, for one that completes later, by
+ * whoever completes its detached request. */
 #include "core/internal.h"
 #include "util/time.h"
 #include "wire/am.h"
@@ -12,10 +18,13 @@
 /* One link operation moves at most this much; larger ones are split. */
 #define MAX_PIECE (1ull << 30)
 
+#define OP_FLAGS (NETVM_F_UNORDERED | NETVM_F_NOTIFY_REQUESTER | NETVM_F_NOTIFY_COMPLETER | \
+                  NETVM_F_NOTIFY_RESPONDER)
+
 static inline netvm_status_t check(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, size_t len,
                                    unsigned need, unsigned flags)
 {
-    if (!ctx || !r || r->ctx != ctx || (flags & ~(unsigned)NETVM_F_UNORDERED))
+    if (!ctx || !r || r->ctx != ctx || (flags & ~(unsigned)OP_FLAGS))
         return NETVM_ERR_INVAL;
     if (!nv_range_ok(off, len, r->d.len))
         return NETVM_ERR_BOUNDS;
@@ -50,6 +59,7 @@ netvm_status_t nv_reserve_req(netvm_ctx_t *ctx, int rank, uint64_t *result, stru
                 break;
             }
         }
+        nv_req_sweep(ctx);
         p->link->ops->poll(p->link, rank);
     }
 }
@@ -78,43 +88,126 @@ static netvm_status_t started(struct netvm_req *q, netvm_status_t st, netvm_req_
     return st;
 }
 
-static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const uint8_t *src,
-                                size_t len, int remote)
+/* --- this process's own events of an operation ------------------------------- */
+
+/* What an operation owes this process once complete with status st. */
+struct own_ev {
+    unsigned kinds;    /* NV_REQEV_* */
+    uint64_t tag;
+};
+
+static void post_own(netvm_ctx_t *ctx, int rank, netvm_rseg_t *r, uint64_t off, uint64_t len,
+                     unsigned kinds, uint64_t tag, netvm_status_t st)
 {
-    if (!remote || !is_async(r))
-        return r->link->ops->put(r->link, &r->d, off, src, len, remote, NULL, 0);
-    struct netvm_req *q;
-    netvm_status_t st = nv_reserve_req(ctx, r->d.rank, NULL, &q);
-    if (st != NETVM_OK)
-        return st;
-    return nv_finish_req(ctx, q, r->link->ops->put(r->link, &r->d, off, src, len, 1, q, nv_req_id(q)));
+    if ((kinds & NV_REQEV_RTRIP) && st == NETVM_OK && r)
+        nv_rtrip_fire(ctx, r, off, len);
+    if (kinds & NV_REQEV_COMPLETER && st == NETVM_OK) {
+        struct nv_ep_rec e = { .type = NETVM_EV_COMPLETER, .access = NETVM_TRIP_READ, .rank = rank,
+                               .value = tag, .addr = off, .len = len };
+        nv_evq_post_local(ctx, &e);
+    }
+    if (kinds & NV_REQEV_REQUESTER) {
+        struct nv_ep_rec e = { .type = NETVM_EV_REQUESTER, .rank = rank, .status = (uint32_t)st,
+                               .value = tag, .addr = off, .len = len };
+        nv_evq_post_local(ctx, &e);
+    }
+    if ((kinds & NV_REQEV_ERROR) && st != NETVM_OK) {
+        int none = NETVM_OK;
+        atomic_compare_exchange_strong(&ctx->peers[rank].async_err, &none, (int)st);
+    }
 }
 
-/* remote: return at remote completion (netvm_put), else at local completion */
-static netvm_status_t do_put(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const void *src, size_t len,
-                             unsigned flags, int remote)
+void nv_req_post_events(struct netvm_req *q)
+{
+    post_own(q->ctx, q->rank, q->ev_rseg, q->ev_addr, q->ev_len, q->ev_kinds, q->ev_tag, q->status);
+}
+
+/* Give q away with what it owes. */
+static void detach(struct netvm_req *q, netvm_rseg_t *r, uint64_t off, uint64_t len, const struct own_ev *ev)
+{
+    q->ev_kinds = ev->kinds;
+    q->ev_tag = ev->tag;
+    q->ev_rseg = r;
+    q->ev_addr = off;
+    q->ev_len = len;
+    nv_req_detach(q);
+}
+
+/* A detached request's operation was started: it completes by itself. */
+static netvm_status_t launched(struct netvm_req *q, netvm_status_t st)
+{
+    if (st == NV_LINK_PENDING)
+        return NETVM_OK;
+    nv_req_complete(q, st, 0);   /* posts its events; the pool takes it back */
+    return st;
+}
+
+/* --- put ----------------------------------------------------------------------- */
+
+static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const uint8_t *src,
+                                size_t len, int remote, const struct nv_note *note, const struct own_ev *ev)
+{
+    struct nv_link *l = r->link;
+    if (!is_async(r)) {
+        /* complete at the target on return */
+        netvm_status_t st = l->ops->put(l, &r->d, off, src, len, remote, NULL, 0, note);
+        if (ev->kinds)
+            post_own(ctx, r->d.rank, r, off, len, ev->kinds, ev->tag, st);
+        return st;
+    }
+    if (!remote && !ev->kinds)
+        return l->ops->put(l, &r->d, off, src, len, 0, NULL, 0, note);
+    struct netvm_req *q;
+    netvm_status_t st = nv_reserve_req(ctx, r->d.rank, NULL, &q);
+    if (st != NETVM_OK) {
+        if (ev->kinds)
+            post_own(ctx, r->d.rank, r, off, len, ev->kinds, ev->tag, st);
+        return st;
+    }
+    if (!remote) {
+        /* its events come at remote completion, whoever sees it */
+        detach(q, r, off, len, ev);
+        return launched(q, l->ops->put(l, &r->d, off, src, len, 1, q, nv_req_id(q), note));
+    }
+    st = nv_finish_req(ctx, q, l->ops->put(l, &r->d, off, src, len, 1, q, nv_req_id(q), note));
+    if (ev->kinds)
+        post_own(ctx, r->d.rank, r, off, len, ev->kinds, ev->tag, st);
+    return st;
+}
+
+netvm_status_t nv_put(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const void *src, size_t len,
+                      unsigned flags, int remote, uint64_t tag)
 {
     netvm_status_t st = check(ctx, r, off, len, NETVM_WRITE, flags);
     if (st != NETVM_OK || len == 0)
         return st;
-    if (!src)
+    if (!src || (flags & NETVM_F_NOTIFY_RESPONDER))
         return NETVM_ERR_INVAL;
+    struct nv_note note = { .flags = flags & NV_NOTE_COMPLETER, .tag = tag };
+    struct own_ev ev = { .tag = tag };
+    if (nv_rtrip_any(r))
+        ev.kinds |= NV_REQEV_RTRIP;
     const uint8_t *p = src;
     while (len > MAX_PIECE && st == NETVM_OK) {
         /* every piece but the last completes locally; the last one's remote
-         * completion covers them all (one ordered stream per peer) */
-        st = put_piece(ctx, r, off, p, MAX_PIECE, 0);
+         * completion covers them all (one ordered stream per peer). Events
+         * are per piece (a transfer over 1 GiB is several operations). */
+        st = put_piece(ctx, r, off, p, MAX_PIECE, 0, note.flags ? &note : NULL, &ev);
         off += MAX_PIECE;
         p += MAX_PIECE;
         len -= MAX_PIECE;
     }
-    return st == NETVM_OK ? put_piece(ctx, r, off, p, len, remote) : st;
+    if (flags & NETVM_F_NOTIFY_REQUESTER)
+        ev.kinds |= NV_REQEV_REQUESTER;
+    return st == NETVM_OK ? put_piece(ctx, r, off, p, len, remote, note.flags ? &note : NULL, &ev) : st;
 }
 
 netvm_status_t netvm_put(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
                          const void *src, size_t len, unsigned flags)
 {
-    return do_put(ctx, dst, off, src, len, flags, 1);
+    if (flags & ~(unsigned)NETVM_F_UNORDERED)
+        return NETVM_ERR_INVAL;
+    return nv_put(ctx, dst, off, src, len, flags, 1, 0);
 }
 
 /* Local completion is the point where src may be reused: the link has the
@@ -125,7 +218,9 @@ netvm_status_t netvm_put_nb(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
     if (!req)
         return NETVM_ERR_INVAL;
     *req = NULL;
-    return do_put(ctx, dst, off, src, len, flags, 0);
+    if (flags & ~(unsigned)NETVM_F_UNORDERED)
+        return NETVM_ERR_INVAL;
+    return nv_put(ctx, dst, off, src, len, flags, 0, 0);
 }
 
 netvm_status_t netvm_put_imm(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
@@ -136,26 +231,38 @@ netvm_status_t netvm_put_imm(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
     return netvm_put(ctx, dst, off, &value, sizeof value, flags);
 }
 
-netvm_status_t netvm_get_nb(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,
-                            size_t len, unsigned flags, netvm_req_t **req)
+/* --- get ----------------------------------------------------------------------- */
+
+netvm_status_t nv_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off, size_t len,
+                      unsigned flags, uint64_t tag, netvm_req_t **req)
 {
-    if (!req)
-        return NETVM_ERR_INVAL;
     *req = NULL;
     netvm_status_t st = check(ctx, src, off, len, NETVM_READ, flags);
     if (st != NETVM_OK || len == 0)
         return st;
     if (!dst)
         return NETVM_ERR_INVAL;
-    if (!is_async(src))
-        return src->link->ops->get(src->link, &src->d, off, dst, len, NULL, 0);
+    struct nv_note note = { .flags = flags & NV_NOTE_RESPONDER, .tag = tag };
+    const struct nv_note *np = note.flags ? &note : NULL;
+    struct own_ev ev = { .tag = tag };
+    if (flags & NETVM_F_NOTIFY_REQUESTER)
+        ev.kinds |= NV_REQEV_REQUESTER;
+    if (flags & NETVM_F_NOTIFY_COMPLETER)
+        ev.kinds |= NV_REQEV_COMPLETER;
+    struct nv_link *l = src->link;
+    if (!is_async(src)) {
+        st = l->ops->get(l, &src->d, off, dst, len, NULL, 0, np);
+        if (ev.kinds)
+            post_own(ctx, src->d.rank, src, off, len, ev.kinds, tag, st);
+        return st;
+    }
     uint8_t *p = dst;
     while (len > MAX_PIECE) {
         /* all but the last piece are waited for here */
-        netvm_req_t *q;
-        st = netvm_get_nb(ctx, p, src, off, MAX_PIECE, flags, &q);
+        struct netvm_req *q;
+        st = nv_reserve_req(ctx, src->d.rank, NULL, &q);
         if (st == NETVM_OK)
-            st = netvm_wait(&q);
+            st = nv_finish_req(ctx, q, l->ops->get(l, &src->d, off, p, MAX_PIECE, q, nv_req_id(q), NULL));
         if (st != NETVM_OK)
             return st;
         off += MAX_PIECE;
@@ -166,7 +273,22 @@ netvm_status_t netvm_get_nb(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size
     st = nv_reserve_req(ctx, src->d.rank, NULL, &q);
     if (st != NETVM_OK)
         return st;
-    return started(q, src->link->ops->get(src->link, &src->d, off, p, len, q, nv_req_id(q)), req);
+    if (ev.kinds) {
+        detach(q, src, off, len, &ev);
+        return launched(q, l->ops->get(l, &src->d, off, p, len, q, nv_req_id(q), np));
+    }
+    return started(q, l->ops->get(l, &src->d, off, p, len, q, nv_req_id(q), np), req);
+}
+
+netvm_status_t netvm_get_nb(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,
+                            size_t len, unsigned flags, netvm_req_t **req)
+{
+    if (!req)
+        return NETVM_ERR_INVAL;
+    *req = NULL;
+    if (flags & ~(unsigned)NETVM_F_UNORDERED)
+        return NETVM_ERR_INVAL;
+    return nv_get(ctx, dst, src, off, len, flags, 0, req);
 }
 
 netvm_status_t netvm_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,
@@ -174,16 +296,72 @@ netvm_status_t netvm_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t 
 {
     if (src && !is_async(src)) {
         /* the direct path, without a request */
+        if (flags & ~(unsigned)NETVM_F_UNORDERED)
+            return NETVM_ERR_INVAL;
         netvm_status_t st = check(ctx, src, off, len, NETVM_READ, flags);
         if (st != NETVM_OK || len == 0)
             return st;
-        return dst ? src->link->ops->get(src->link, &src->d, off, dst, len, NULL, 0) : NETVM_ERR_INVAL;
+        return dst ? src->link->ops->get(src->link, &src->d, off, dst, len, NULL, 0, NULL) : NETVM_ERR_INVAL;
     }
     netvm_req_t *q;
     netvm_status_t st = netvm_get_nb(ctx, dst, src, off, len, flags, &q);
     if (st != NETVM_OK || !q)
         return st;
     return netvm_wait(&q);
+}
+
+/* --- atomics ----------------------------------------------------------------------- */
+
+netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_atomic_op_t op,
+                         uint64_t operand, uint64_t compare, uint64_t *result, unsigned flags,
+                         uint64_t tag, netvm_req_t **reqp)
+{
+    if (reqp)
+        *reqp = NULL;
+    netvm_status_t st = check(ctx, r, off, 8, NETVM_ATOMIC, flags);
+    if (st != NETVM_OK)
+        return st;
+    if ((unsigned)op >= NETVM_AOP_COUNT || ((r->d.addr + off) & 7) || (flags & NETVM_F_NOTIFY_RESPONDER))
+        return NETVM_ERR_INVAL;
+    struct nv_note note = { .flags = flags & NV_NOTE_COMPLETER, .tag = tag };
+    struct own_ev ev = { .tag = tag, .kinds = (flags & NETVM_F_NOTIFY_REQUESTER) ? NV_REQEV_REQUESTER : 0 };
+    if (!reqp && !ev.kinds)
+        ev.kinds = NV_REQEV_ERROR;   /* nobody waits: a failure goes to the next flush */
+    if (r->d.flags & NV_RDESC_ATOMIC) {
+        uint64_t old;
+        st = r->link->ops->atomic(r->link, &r->d, off, op, operand, compare, &old, note.flags ? &note : NULL);
+        if (st == NETVM_OK && result)
+            *result = old;
+        if (ev.kinds)
+            post_own(ctx, r->d.rank, r, off, 8, ev.kinds, tag, st);
+        return st;
+    }
+    /* the emulation: an active message the target's progress engine runs */
+    struct netvm_req *q;
+    st = nv_reserve_req(ctx, r->d.rank, result, &q);
+    if (st != NETVM_OK) {
+        if (ev.kinds)
+            post_own(ctx, r->d.rank, r, off, 8, ev.kinds, tag, st);
+        return st;
+    }
+    struct nv_am m = { .kind = NV_AM_ATOMIC, .op = (uint8_t)op, .src_rank = ctx->rank,
+                       .req_id = nv_req_id(q), .slot = r->d.slot, .key = r->d.key,
+                       .off = off, .operand = operand, .compare = compare,
+                       .flags = note.flags ? NV_AM_F_NOTIFY : 0, .tag = tag };
+    uint8_t buf[NV_AM_SIZE];
+    nv_am_encode(&m, buf);
+    if (ev.kinds)
+        detach(q, r, off, 8, &ev);
+    st = r->link->ops->am_send(r->link, r->d.rank, buf, 0);
+    if (ev.kinds)
+        return launched(q, st == NETVM_OK ? NV_LINK_PENDING : st);
+    if (st != NETVM_OK) {
+        nv_req_complete(q, st, 0);
+        nv_req_free(q);
+        return st;
+    }
+    *reqp = q;
+    return NETVM_OK;
 }
 
 netvm_status_t netvm_atomic_nb(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off,
@@ -193,36 +371,7 @@ netvm_status_t netvm_atomic_nb(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off,
     if (!reqp)
         return NETVM_ERR_INVAL;
     *reqp = NULL;
-    netvm_status_t st = check(ctx, r, off, 8, NETVM_ATOMIC, 0);
-    if (st != NETVM_OK)
-        return st;
-    if ((unsigned)op >= NETVM_AOP_COUNT || ((r->d.addr + off) & 7))
-        return NETVM_ERR_INVAL;
-    if (r->d.flags & NV_RDESC_ATOMIC) {
-        uint64_t old;
-        st = r->link->ops->atomic(r->link, &r->d, off, op, operand, compare, &old);
-        if (st == NETVM_OK && result)
-            *result = old;
-        return st;
-    }
-    /* the emulation: an active message the target's progress engine runs */
-    struct netvm_req *q;
-    st = nv_reserve_req(ctx, r->d.rank, result, &q);
-    if (st != NETVM_OK)
-        return st;
-    struct nv_am m = { .kind = NV_AM_ATOMIC, .op = (uint8_t)op, .src_rank = ctx->rank,
-                       .req_id = nv_req_id(q), .slot = r->d.slot, .key = r->d.key,
-                       .off = off, .operand = operand, .compare = compare };
-    uint8_t buf[NV_AM_SIZE];
-    nv_am_encode(&m, buf);
-    st = r->link->ops->am_send(r->link, r->d.rank, buf, 0);
-    if (st != NETVM_OK) {
-        nv_req_complete(q, st, 0);
-        nv_req_free(q);
-        return st;
-    }
-    *reqp = q;
-    return NETVM_OK;
+    return nv_atomic(ctx, r, off, op, operand, compare, result, 0, 0, reqp);
 }
 
 netvm_status_t netvm_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_atomic_op_t op,
@@ -234,6 +383,8 @@ netvm_status_t netvm_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm
         return st;
     return netvm_wait(&q);
 }
+
+/* --- completion ------------------------------------------------------------------ */
 
 /* remote: also wait for the links' own remote completion (flush); else only
  * for the requests targets execute (fence: each link keeps issue order) */
@@ -261,9 +412,14 @@ static netvm_status_t drain(netvm_ctx_t *ctx, int rank, int remote)
             if (s == NETVM_ERR_PEER && rank < 0)
                 s = NETVM_OK;   /* a dead peer does not fail a flush of everyone */
         }
+        /* a nonblocking operation's failure that only its target saw */
+        int async = atomic_exchange(&ctx->peers[p].async_err, NETVM_OK);
+        if (s == NETVM_OK && remote && async != NETVM_OK)
+            s = (netvm_status_t)async;
         if (s != NETVM_OK && st == NETVM_OK)
             st = s;
     }
+    nv_req_sweep(ctx);
     return st;
 }
 

@@ -61,7 +61,12 @@ netvm_status_t netvm_release(netvm_rseg_t *r)
     if (!r)
         return NETVM_ERR_INVAL;
     netvm_ctx_t *ctx = r->ctx;
-    /* requests on it may still be in flight; they complete by themselves */
+    /* requests on it may still be in flight; they complete by themselves,
+     * except those that will match its remote tripwires: wait for them */
+    if (r->rtrip_cap) {
+        nv_progress_wait_idle(ctx, r->d.rank);
+        nv_rtrip_release(r);
+    }
     r->link->ops->release(r->link, &r->d);
     if (r->prev)
         r->prev->next = r->next;

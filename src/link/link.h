@@ -21,6 +21,17 @@
 
 struct nv_link;
 
+/* Notifications an operation asks of the target (EXTOLL's completer and
+ * responder; the requester's is core's own business). */
+enum {
+    NV_NOTE_COMPLETER = NETVM_F_NOTIFY_COMPLETER,  /* put, atomic: at the target once the data is visible */
+    NV_NOTE_RESPONDER = NETVM_F_NOTIFY_RESPONDER,  /* get: at the target once its bytes were read */
+};
+struct nv_note {
+    unsigned flags;   /* NV_NOTE_* */
+    uint64_t tag;
+};
+
 /* What a target publishes about one of its segments. */
 struct nv_seg_desc {
     uint32_t    slot;
@@ -110,14 +121,22 @@ struct nv_link_ops {
     /* remote != 0: complete at remote completion (may be pending: token,
      * id); remote == 0: return at local completion (src reusable), the data
      * becoming visible by the next flush */
+    /* Every access fires the target's tripwires it touches, after its data
+     * is visible there; note (may be NULL) asks for notifications too. */
     netvm_status_t (*put)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
-                          const void *src, size_t len, int remote, void *token, uint32_t id);
+                          const void *src, size_t len, int remote, void *token, uint32_t id,
+                          const struct nv_note *note);
     netvm_status_t (*get)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
-                          void *dst, size_t len, void *token, uint32_t id);
+                          void *dst, size_t len, void *token, uint32_t id, const struct nv_note *note);
     /* only for descriptors with NV_RDESC_ATOMIC */
     netvm_status_t (*atomic)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
                              netvm_atomic_op_t op, uint64_t operand, uint64_t compare,
-                             uint64_t *result);
+                             uint64_t *result, const struct nv_note *note);
+    /* Deliver straight into rank's endpoint block, after everything issued
+     * to rank before: a notification put (NETVM_EV_NOTIFY, value) or a
+     * counter increment (NV_EP_COUNTER, id = counter, value = n). NULL for
+     * links that cannot; core then sends an active message. */
+    netvm_status_t (*notify)(struct nv_link *l, int rank, unsigned kind, uint32_t id, uint64_t value);
 
     /* deliver an NV_AM_SIZE-byte active message to rank's progress engine;
      * with NV_AM_SEND_REPLY the receiver is woken only if a thread of it

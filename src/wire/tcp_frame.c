@@ -64,7 +64,7 @@ int nv_tcp_hdr_decode(const uint8_t *buf, size_t len, struct nv_tcp_hdr *h, cons
         return fail(why, "unknown frame kind");
     if (h->status >= NETVM_STATUS_COUNT)
         return fail(why, "unknown status");
-    if (h->flags & ~(unsigned)NV_TCP_F_ACK)
+    if (h->flags & ~(unsigned)(NV_TCP_F_ACK | NV_TCP_F_NOTIFY))
         return fail(why, "unknown flags");
     switch (h->kind) {
     case NV_TCP_HELLO:

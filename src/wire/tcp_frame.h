@@ -7,8 +7,9 @@
  * Conversation on a connection (both directions are symmetric):
  *   HELLO(rank, nonce) both ways, then AUTH(HMAC over the peer's nonce) both
  *   ways; nothing else is accepted before the peer's AUTH verified.
- *   PUT(slot, key, off, len, F_ACK?) + len bytes  ->  PUT_ACK(status) if F_ACK
- *   GET(slot, key, off, len)                      ->  GET_RESP(status) + len bytes if OK
+ *   PUT(slot, key, off, len, F_ACK?, F_NOTIFY?) + len bytes  ->  PUT_ACK(status) if F_ACK
+ *   GET(slot, key, off, len, F_NOTIFY?)           ->  GET_RESP(status) + len bytes if OK
+ *   (F_NOTIFY: a notification at the target with operand as its tag)
  *   FLUSH                                         ->  FLUSH_ACK(first error since the last FLUSH)
  *   IMPORT(slot, key | name as payload)           ->  IMPORT_RESP(status, slot, key, len=size, operand=rights)
  *   AM + NV_AM_SIZE bytes (core's active messages: atomics and their replies)
@@ -43,7 +44,11 @@ enum nv_tcp_kind {
     NV_TCP_KIND_END
 };
 
-enum { NV_TCP_F_ACK = 1u << 0 };   /* PUT: answer with PUT_ACK (remote completion) */
+enum {
+    NV_TCP_F_ACK    = 1u << 0,   /* PUT: answer with PUT_ACK (remote completion) */
+    NV_TCP_F_NOTIFY = 1u << 1,   /* PUT: completer, GET: responder notification at the target,
+                                    carrying operand as its tag */
+};
 
 struct nv_tcp_hdr {
     uint8_t  kind;
@@ -55,7 +60,7 @@ struct nv_tcp_hdr {
     uint64_t off;
     uint64_t len;      /* payload bytes that follow (PUT, GET_RESP, AM, HELLO, AUTH, IMPORT);
                           GET: bytes asked for; IMPORT_RESP: the segment's size */
-    uint64_t operand;  /* HELLO: sender's rank; IMPORT_RESP: rights */
+    uint64_t operand;  /* HELLO: sender's rank; IMPORT_RESP: rights; PUT/GET with F_NOTIFY: tag */
 };
 
 void nv_tcp_hdr_encode(const struct nv_tcp_hdr *h, uint8_t out[NV_TCP_HDR_LEN]);

@@ -8,9 +8,11 @@ here = os.path.dirname(os.path.abspath(__file__))
 def tcp_hdr(kind, status=0, flags=0, req=0, slot=0, key=0, off=0, ln=0, operand=0):
     return struct.pack('<BBHHHIIQQQQQ', 1, kind, status, flags, 0, req, slot, key, off, ln, operand, 0)
 
-def am(kind, op=0, status=0, rank=0, req=0, slot=0, key=0, off=0, operand=0, compare=0):
-    b = struct.pack('<BBBBHHiIIIQQQQ', 1, kind, op, 0, status, 0, rank, req, slot, 0, key, off, operand, compare)
-    return b + bytes(64 - len(b))
+AM_VERSION = 2
+
+def am(kind, op=0, flags=0, status=0, rank=0, req=0, slot=0, key=0, off=0, operand=0, compare=0, tag=0):
+    return struct.pack('<BBBBHHiIIIQQQQQ', AM_VERSION, kind, op, flags, status, 0, rank, req, slot, 0,
+                       key, off, operand, compare, tag)
 
 def write(d, name, data):
     os.makedirs(os.path.join(here, 'corpus', d), exist_ok=True)
@@ -23,6 +25,8 @@ frames = {
     'auth': tcp_hdr(AUTH, ln=32) + bytes(32),
     'put': tcp_hdr(PUT, key=1, off=8, ln=16) + bytes(range(16)),
     'put_ack': tcp_hdr(PUT, flags=1, key=1, ln=8) + bytes(8),
+    'put_notify': tcp_hdr(PUT, flags=2, key=1, ln=8, operand=99) + bytes(8),
+    'get_notify': tcp_hdr(GET, flags=2, key=1, off=8, ln=8, operand=99),
     'put_bad_key': tcp_hdr(PUT, key=2, ln=8) + bytes(8),
     'put_oob': tcp_hdr(PUT, key=1, off=4090, ln=16) + bytes(16),
     'get': tcp_hdr(GET, key=1, off=100, ln=64),
@@ -30,6 +34,9 @@ frames = {
     'import': tcp_hdr(IMPORT, ln=3) + b'seg',
     'import_handle': tcp_hdr(IMPORT, slot=0, key=1),
     'am': tcp_hdr(AM, ln=64) + am(1, op=1, rank=1, key=1, off=8, operand=1),
+    'am_signal': tcp_hdr(AM, ln=64) + am(5, op=1, flags=3, rank=1, key=1, off=8, operand=1, tag=5),
+    'am_notify': tcp_hdr(AM, ln=64) + am(3, rank=1, operand=77),
+    'am_count': tcp_hdr(AM, ln=64) + am(4, rank=1, slot=3, operand=2),
     'reply': tcp_hdr(GET_RESP, req=7, ln=0),
     'bye': tcp_hdr(BYE),
 }
@@ -39,3 +46,6 @@ for name, data in frames.items():
 write('tcp_rx', 'several', b''.join(frames[k] for k in ('put', 'get', 'flush', 'am', 'import')))
 write('am', 'atomic', am(1, op=1, rank=3, req=9, slot=2, key=77, off=8, operand=1))
 write('am', 'reply', am(2, status=0, rank=1, req=9, operand=42))
+write('am', 'notify', am(3, rank=1, operand=42))
+write('am', 'count', am(4, flags=1, rank=1, req=3, slot=5, operand=2))
+write('am', 'signal', am(5, op=1, flags=2, rank=1, req=3, slot=2, key=77, off=16, operand=2, tag=9))

@@ -7,6 +7,7 @@
 #ifndef NV_LINK_SHM_H
 #define NV_LINK_SHM_H
 
+#include "link/ep.h"
 #include "link/link.h"
 
 #include <stddef.h>
@@ -17,7 +18,7 @@ struct nv_shm_card {
     uint32_t version;
     int32_t  pid;
     int32_t  block_fd;
-    uint32_t pad;
+    int32_t  ep_fd;       /* the endpoint block's memfd (link/ep.h), -1 if none */
     uint64_t host_id;     /* peers with another host_id are not reachable by shm */
 };
 
@@ -25,6 +26,7 @@ struct nv_shm_params {
     uint32_t max_segments;
     int      use_mapping;   /* 0: never map peers' memfds (process_vm_* only) */
     int      timeout_ms;
+    struct nv_ep *ep;       /* this process's endpoint block (peers map it) */
 };
 
 /* Create this process's side of the link and the card to publish. */

@@ -11,6 +11,7 @@
 #ifndef NV_LINK_SHM_BLOCK_H
 #define NV_LINK_SHM_BLOCK_H
 
+#include "util/mpsc_ring.h"
 #include "wire/am.h"
 
 #include <stdatomic.h>
@@ -75,54 +76,34 @@ static inline struct nv_shm_ring_slot *nv_shm_ring(struct nv_shm_hdr *h)
     return (struct nv_shm_ring_slot *)((char *)h + h->ring_off);
 }
 
+/* The active-message ring, as the generic MPSC ring sees it. */
+static inline struct nv_mpsc nv_shm_ring_view(struct nv_shm_hdr *h)
+{
+    struct nv_mpsc q = { .head = &h->ring_head, .tail = &h->ring_tail,
+                         .slots = (uint8_t *)nv_shm_ring(h), .mask = h->ring_size - 1,
+                         .stride = sizeof(struct nv_shm_ring_slot), .size = NV_AM_SIZE };
+    return q;
+}
+
 /* Multi-producer enqueue; 0 on success, -1 if the ring is full. */
 static inline int nv_shm_ring_push(struct nv_shm_hdr *h, const uint8_t msg[NV_AM_SIZE])
 {
-    struct nv_shm_ring_slot *ring = nv_shm_ring(h);
-    uint64_t mask = h->ring_size - 1;
-    uint64_t pos = atomic_load_explicit(&h->ring_tail, memory_order_relaxed);
-    for (;;) {
-        struct nv_shm_ring_slot *s = &ring[pos & mask];
-        uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-        int64_t diff = (int64_t)(seq - pos);
-        if (diff == 0) {
-            if (atomic_compare_exchange_weak_explicit(&h->ring_tail, &pos, pos + 1,
-                                                      memory_order_relaxed, memory_order_relaxed)) {
-                for (int i = 0; i < NV_AM_SIZE; i++)
-                    s->data[i] = msg[i];
-                atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-                return 0;
-            }
-        } else if (diff < 0) {
-            return -1;
-        } else {
-            pos = atomic_load_explicit(&h->ring_tail, memory_order_relaxed);
-        }
-    }
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    return nv_mpsc_push(&q, msg);
 }
 
 /* Single-consumer dequeue (the caller holds the consumer lock); 1 if a
  * message was copied out, 0 if the ring is empty. */
 static inline int nv_shm_ring_pop(struct nv_shm_hdr *h, uint8_t msg[NV_AM_SIZE])
 {
-    struct nv_shm_ring_slot *ring = nv_shm_ring(h);
-    uint64_t mask = h->ring_size - 1;
-    uint64_t pos = atomic_load_explicit(&h->ring_head, memory_order_relaxed);
-    struct nv_shm_ring_slot *s = &ring[pos & mask];
-    if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
-        return 0;
-    for (int i = 0; i < NV_AM_SIZE; i++)
-        msg[i] = s->data[i];
-    atomic_store_explicit(&h->ring_head, pos + 1, memory_order_relaxed);
-    atomic_store_explicit(&s->seq, pos + mask + 1, memory_order_release);
-    return 1;
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    return nv_mpsc_pop(&q, msg);
 }
 
 static inline int nv_shm_ring_nonempty(struct nv_shm_hdr *h)
 {
-    uint64_t pos = atomic_load_explicit(&h->ring_head, memory_order_relaxed);
-    struct nv_shm_ring_slot *s = &nv_shm_ring(h)[pos & (h->ring_size - 1)];
-    return atomic_load_explicit(&s->seq, memory_order_acquire) == pos + 1;
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    return nv_mpsc_nonempty(&q);
 }
 
 #endif

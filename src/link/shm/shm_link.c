@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "link/shm/shm_priv.h"
 #include "util/log.h"
+#include "util/membarrier.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -28,6 +29,7 @@ static void shm_sleep_done(struct nv_link *l);
 static int  shm_reply_wait_enter(struct nv_link *l);
 static void shm_reply_wait_leave(struct nv_link *l);
 static netvm_status_t shm_flush(struct nv_link *l, int rank, void *token, uint32_t id);
+static netvm_status_t shm_notify(struct nv_link *l, int rank, unsigned kind, uint32_t id, uint64_t value);
 static int  shm_peer_dead(struct nv_link *l, int rank);
 static void shm_destroy(struct nv_link *l);
 static int  shm_sleep_limit_ms(struct nv_link *l) { (void)l; return -1; }
@@ -57,6 +59,7 @@ static const struct nv_link_ops shm_ops = {
     .reply_wait_enter = shm_reply_wait_enter,
     .reply_wait_leave = shm_reply_wait_leave,
     .flush = shm_flush,
+    .notify = shm_notify,
     .peer_dead = shm_peer_dead,
     .destroy = shm_destroy,
 };
@@ -85,7 +88,7 @@ netvm_status_t nv_shm_link_open(struct nv_link **out, int rank, int size,
     struct shm_link *s = calloc(1, sizeof *s);
     if (!s)
         return NETVM_ERR_NOMEM;
-    s->asym = shm_membarrier_register() == 0;
+    s->asym = nv_membarrier_register() == 0;
     s->base.ops = &shm_ops;
     s->base.up = *up;
     s->base.rank = rank;
@@ -121,9 +124,8 @@ netvm_status_t nv_shm_link_open(struct nv_link **out, int rank, int size,
     h->seg_off = seg_off;
     h->ring_off = ring_off;
     h->block_len = len;
-    struct nv_shm_ring_slot *ring = nv_shm_ring(h);
-    for (uint64_t i = 0; i < RING_SIZE; i++)
-        atomic_store_explicit(&ring[i].seq, i, memory_order_relaxed);
+    struct nv_mpsc ring = nv_shm_ring_view(h);
+    nv_mpsc_init(&ring);
     struct nv_shm_seg *segs = nv_shm_segs(h);
     for (uint32_t i = 0; i < h->nseg; i++)
         segs[i].memfd = -1;
@@ -139,8 +141,35 @@ netvm_status_t nv_shm_link_open(struct nv_link **out, int rank, int size,
     card->version = NV_SHM_VERSION;
     card->pid = getpid();
     card->block_fd = s->block_fd;
+    card->ep_fd = p->ep ? p->ep->memfd : -1;
     card->host_id = shm_host_id();
     *out = &s->base;
+    return NETVM_OK;
+}
+
+/* Map the peer's endpoint block: as its NIC we match its tripwires and
+ * post its events. */
+static netvm_status_t attach_ep(struct shm_peer *pe, int remote_fd)
+{
+    int fd = shm_pidfd_getfd(pe->pidfd, remote_fd);
+    off_t len = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
+    void *p = len > 0 ? shm_map_fd(fd, (size_t)len) : NULL;
+    if (fd >= 0)
+        close(fd);
+    if (!p) {
+        nv_error("shm link: cannot map rank %d's event queue: %s", pe->rank, strerror(errno));
+        return NETVM_ERR_SYS;
+    }
+    const struct nv_ep_hdr *h = p;
+    int wake = len >= (off_t)sizeof *h ? shm_pidfd_getfd(pe->pidfd, h->wake_fd) : -1;
+    if (wake < 0 || nv_ep_attach(&pe->ep, p, (size_t)len, wake) != 0) {
+        nv_error("shm link: rank %d's event queue is not one of this netvm version", pe->rank);
+        if (wake >= 0)
+            close(wake);
+        munmap(p, (size_t)len);
+        memset(&pe->ep, 0, sizeof pe->ep);
+        return NETVM_ERR_SYS;
+    }
     return NETVM_OK;
 }
 
@@ -155,6 +184,8 @@ static netvm_status_t attach_peer(struct shm_link *s, struct shm_peer *pe, const
     if (pe->rank == s->base.rank) {
         pe->hdr = s->self;
         pe->doorbell = s->doorbell;
+        if (s->p.ep)
+            pe->ep = *s->p.ep;   /* a view of our own; the owner frees it */
         return NETVM_OK;
     }
     int fd = shm_pidfd_getfd(pe->pidfd, c->block_fd);
@@ -178,7 +209,7 @@ static netvm_status_t attach_peer(struct shm_link *s, struct shm_peer *pe, const
         nv_error("shm link: cannot reach rank %d's doorbell: %s", pe->rank, strerror(errno));
         return NETVM_ERR_SYS;
     }
-    return NETVM_OK;
+    return c->ep_fd >= 0 ? attach_ep(pe, c->ep_fd) : NETVM_OK;
 }
 
 netvm_status_t nv_shm_link_connect(struct nv_link *l, const struct nv_shm_card *cards, size_t stride,
@@ -341,6 +372,21 @@ static netvm_status_t shm_flush(struct nv_link *l, int rank, void *token, uint32
     return NETVM_OK;
 }
 
+static netvm_status_t shm_notify(struct nv_link *l, int rank, unsigned kind, uint32_t id, uint64_t value)
+{
+    struct shm_peer *pe = &shm_of(l)->peers[rank];
+    if (!pe->ep.h)
+        return NETVM_ERR_UNSUPPORTED;
+    if (shm_peer_dead(l, rank))
+        return NETVM_ERR_PEER;
+    if (kind == NV_EP_COUNTER)
+        return nv_ep_count(&pe->ep, l->rank, id, value);
+    struct nv_ep_rec r = { .type = (uint16_t)kind, .rank = l->rank, .id = id, .value = value };
+    /* a full queue is reported to its owner (NETVM_EV_OVERFLOW) */
+    nv_ep_post(&pe->ep, &r);
+    return NETVM_OK;
+}
+
 static int shm_peer_dead(struct nv_link *l, int rank)
 {
     struct shm_link *s = shm_of(l);
@@ -364,6 +410,10 @@ static void shm_destroy(struct nv_link *l)
                 munmap(pe->hdr, pe->hdr->block_len);
             if (pe->doorbell >= 0)
                 close(pe->doorbell);
+            if (pe->ep.h) {
+                munmap(pe->ep.h, pe->ep.len);
+                close(pe->ep.wake_fd);
+            }
         }
         if (pe->pidfd >= 0)
             close(pe->pidfd);

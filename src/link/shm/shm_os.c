@@ -14,7 +14,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <linux/membarrier.h>
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -69,20 +68,4 @@ uint64_t shm_host_id(void)
     snprintf(both, sizeof both, "%s/%s/%lu/%lu", buf, host, ns_inode("/proc/self/ns/net"),
              ns_inode("/proc/self/ns/pid"));
     return nv_hash_str(both);
-}
-
-/* Asymmetric fences (sys_membarrier): an initiator's access then needs only
- * a compiler barrier, and the rare revocation pays for a barrier on every
- * CPU instead. 0 if this process may rely on it. */
-int shm_membarrier_register(void)
-{
-    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
-    if (cmds < 0 || !(cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED))
-        return -1;
-    return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0);
-}
-
-int shm_membarrier_global(void)
-{
-    return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0);
 }

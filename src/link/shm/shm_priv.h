@@ -15,6 +15,7 @@ struct shm_peer {
     int               pidfd;       /* readable once the peer has exited */
     int               doorbell;    /* our dup of the peer's eventfd */
     struct nv_shm_hdr *hdr;        /* the peer's block, mapped */
+    struct nv_ep      ep;          /* the peer's endpoint block, mapped (ours for ourselves) */
     _Atomic int       dead;
 };
 
@@ -50,11 +51,11 @@ netvm_status_t shm_import(struct nv_link *l, int rank, const char *name, uint32_
                           uint64_t key, struct nv_rdesc *out, void *token, uint32_t id);
 void           shm_release(struct nv_link *l, struct nv_rdesc *d);
 netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src, size_t len,
-                       int remote, void *token, uint32_t id);
+                       int remote, void *token, uint32_t id, const struct nv_note *note);
 netvm_status_t shm_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *dst, size_t len,
-                       void *token, uint32_t id);
+                       void *token, uint32_t id, const struct nv_note *note);
 netvm_status_t shm_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, netvm_atomic_op_t op,
-                          uint64_t operand, uint64_t compare, uint64_t *result);
+                          uint64_t operand, uint64_t compare, uint64_t *result, const struct nv_note *note);
 
 /* shm_os.c: the system calls, isolated */
 int   shm_pidfd_open(pid_t pid);
@@ -62,7 +63,5 @@ int   shm_pidfd_getfd(int pidfd, int fd);
 int   shm_pidfd_exited(int pidfd);
 void *shm_map_fd(int fd, size_t len);
 uint64_t shm_host_id(void);
-int   shm_membarrier_register(void);
-int   shm_membarrier_global(void);
 
 #endif

@@ -4,6 +4,7 @@
 #include "link/shm/shm_priv.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/membarrier.h"
 #include "util/time.h"
 #include "util/atomic_op.h"
 
@@ -61,7 +62,7 @@ void shm_seg_fence(struct nv_link *l, uint32_t slot)
     (void)slot;
     /* every CPU that runs an initiator passes a full barrier: its store of
      * op_seq is visible now, or it will see the revocation */
-    if (shm_membarrier_global() != 0)
+    if (nv_membarrier_global() != 0)
         atomic_thread_fence(memory_order_seq_cst);
     for (int r = 0; r < l->size; r++) {
         struct shm_peer *pe = &s->peers[r];
@@ -267,10 +268,27 @@ static netvm_status_t cma_copy(struct nv_link *l, struct shm_peer *pe, uint64_t 
     return NETVM_OK;
 }
 
+/* The NIC's part after an access whose data is visible at the target:
+ * the target's tripwires, then the notification asked for. */
+static void after_access(struct nv_link *l, struct shm_import *im, uint64_t addr, size_t len,
+                         unsigned access, const struct nv_note *note, unsigned note_kind)
+{
+    struct nv_ep *ep = &im->peer->ep;
+    if (!ep->h)
+        return;
+    nv_ep_access(ep, l->rank, addr, len, access);
+    if (note && (note->flags & note_kind)) {
+        struct nv_ep_rec r = { .type = note_kind == NV_NOTE_RESPONDER ? NETVM_EV_RESPONDER : NETVM_EV_COMPLETER,
+                               .access = (uint16_t)access, .rank = l->rank, .value = note->tag,
+                               .addr = addr, .len = len };
+        nv_ep_post(ep, &r);
+    }
+}
+
 /* Every access completes before it returns: local and remote completion
  * are the same moment on this link. */
 static netvm_status_t shm_access(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *buf,
-                                 size_t len, int write)
+                                 size_t len, int write, const struct nv_note *note)
 {
     struct shm_link *s = shm_of(l);
     struct shm_import *im = d->link_priv;
@@ -290,23 +308,26 @@ static netvm_status_t shm_access(struct nv_link *l, struct nv_rdesc *d, uint64_t
             st = cma_copy(l, im->peer, d->addr + off, buf, len, write);
     }
     access_end(s, seq);
+    if (st == NETVM_OK)
+        after_access(l, im, d->addr + off, len, write ? NETVM_TRIP_WRITE : NETVM_TRIP_READ, note,
+                     write ? NV_NOTE_COMPLETER : NV_NOTE_RESPONDER);
     return st;
 }
 
 netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src, size_t len,
-                       int remote, void *token, uint32_t id)
+                       int remote, void *token, uint32_t id, const struct nv_note *note)
 {
-    return shm_access(l, d, off, (void *)src, len, 1);
+    return shm_access(l, d, off, (void *)src, len, 1, note);
 }
 
 netvm_status_t shm_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *dst, size_t len,
-                       void *token, uint32_t id)
+                       void *token, uint32_t id, const struct nv_note *note)
 {
-    return shm_access(l, d, off, dst, len, 0);
+    return shm_access(l, d, off, dst, len, 0, note);
 }
 
 netvm_status_t shm_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, netvm_atomic_op_t op,
-                          uint64_t operand, uint64_t compare, uint64_t *result)
+                          uint64_t operand, uint64_t compare, uint64_t *result, const struct nv_note *note)
 {
     struct shm_link *s = shm_of(l);
     struct shm_import *im = d->link_priv;
@@ -319,5 +340,7 @@ netvm_status_t shm_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, n
     if (st == NETVM_OK)
         *result = nv_atomic_apply((uint64_t *)(d->mapped + off), op, operand, compare);
     access_end(s, seq);
+    if (st == NETVM_OK)
+        after_access(l, im, d->addr + off, 8, NETVM_TRIP_RW, note, NV_NOTE_COMPLETER);
     return st;
 }

@@ -7,6 +7,7 @@
 #ifndef NV_LINK_TCP_H
 #define NV_LINK_TCP_H
 
+#include "link/ep.h"
 #include "link/link.h"
 
 #include <stddef.h>
@@ -26,6 +27,7 @@ struct nv_tcp_params {
     size_t         secret_len;
     uint32_t       max_segments;
     const char    *bind_addr;    /* dotted IPv4 to listen on and advertise */
+    struct nv_ep  *ep;           /* this process's endpoint block: the target's side posts events here */
 };
 
 netvm_status_t nv_tcp_link_open(struct nv_link **link, int rank, int size,

@@ -118,6 +118,8 @@ static void flush_out_locked(struct tcp_conn *c)
             left -= need;
             if (o->slot_ref >= 0)
                 atomic_fetch_sub_explicit(&c->link->slot_refs[o->slot_ref], 1, memory_order_release);
+            if (o->read_ev)
+                tcp_read_done(c, (uint64_t)(uintptr_t)o->payload, o->plen, &o->note);
             free(o);
         }
         pthread_mutex_lock(&c->out_lock);
@@ -158,7 +160,7 @@ void tcp_try_flush(struct tcp_conn *c)
 }
 
 void tcp_queue_reply(struct tcp_conn *c, const struct nv_tcp_hdr *h, const void *payload,
-                     uint64_t plen, int copy, int slot_ref)
+                     uint64_t plen, int copy, int slot_ref, const struct nv_note *read_note)
 {
     struct tcp_out *o = calloc(1, sizeof *o);
     if (!o) {
@@ -170,6 +172,10 @@ void tcp_queue_reply(struct tcp_conn *c, const struct nv_tcp_hdr *h, const void 
     nv_tcp_hdr_encode(h, o->hdr);
     o->slot_ref = slot_ref;
     o->plen = plen;
+    if (read_note) {
+        o->read_ev = 1;
+        o->note = *read_note;
+    }
     if (copy && plen) {
         memcpy(o->small, payload, (size_t)plen);
         o->payload = o->small;

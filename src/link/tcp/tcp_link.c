@@ -120,25 +120,36 @@ static netvm_status_t tcp_import(struct nv_link *l, int rank, const char *name, 
 
 static void tcp_release(struct nv_link *l, struct nv_rdesc *d) { (void)l; (void)d; }
 
+/* A notification the target's side posts: flag and tag in the frame. */
+static void set_note(struct nv_tcp_hdr *h, const struct nv_note *note, unsigned kind)
+{
+    if (note && (note->flags & kind)) {
+        h->flags |= NV_TCP_F_NOTIFY;
+        h->operand = note->tag;
+    }
+}
+
 static netvm_status_t tcp_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src,
-                              size_t len, int remote, void *token, uint32_t id)
+                              size_t len, int remote, void *token, uint32_t id, const struct nv_note *note)
 {
     struct tcp_link *t = tcp_of(l);
     struct nv_tcp_hdr h = { .kind = NV_TCP_PUT, .slot = d->slot, .key = d->key, .off = off, .len = len };
+    set_note(&h, note, NV_NOTE_COMPLETER);
     if (len > NV_TCP_MAX_XFER)
         return NETVM_ERR_INVAL;   /* core splits larger transfers */
     if (!remote) {
         struct tcp_conn *c = conn_to(t, d->rank);
         return c ? tcp_send_frame(c, &h, src, len, 1) : NETVM_ERR_PEER;
     }
-    h.flags = NV_TCP_F_ACK;
+    h.flags |= NV_TCP_F_ACK;
     return request(t, d->rank, &h, src, len, NV_TCP_PUT_ACK, token, id, NULL, 0, NULL);
 }
 
 static netvm_status_t tcp_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *dst,
-                              size_t len, void *token, uint32_t id)
+                              size_t len, void *token, uint32_t id, const struct nv_note *note)
 {
     struct nv_tcp_hdr h = { .kind = NV_TCP_GET, .slot = d->slot, .key = d->key, .off = off, .len = len };
+    set_note(&h, note, NV_NOTE_RESPONDER);
     if (len > NV_TCP_MAX_XFER)
         return NETVM_ERR_INVAL;
     return request(tcp_of(l), d->rank, &h, NULL, 0, NV_TCP_GET_RESP, token, id, dst, len, NULL);
@@ -158,7 +169,7 @@ static netvm_status_t tcp_am_send(struct nv_link *l, int rank, const uint8_t *ms
     struct nv_tcp_hdr h = { .kind = NV_TCP_AM, .len = NV_AM_SIZE };
     if (flags & NV_AM_SEND_REPLY) {
         /* replies are sent from inside the receive path: queue, never block */
-        tcp_queue_reply(c, &h, msg, NV_AM_SIZE, 1, -1);
+        tcp_queue_reply(c, &h, msg, NV_AM_SIZE, 1, -1, NULL);
         return NETVM_OK;
     }
     return tcp_send_frame(c, &h, msg, NV_AM_SIZE, 1);

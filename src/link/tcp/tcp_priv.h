@@ -21,6 +21,8 @@ struct tcp_out {
     const uint8_t *payload;
     uint64_t plen;
     int      slot_ref;              /* -1, or the slot whose ref this holds */
+    int      read_ev;               /* the payload was read from our memory: fire tripwires once sent */
+    struct nv_note note;            /* ... and the responder notification it asked for */
 };
 
 enum rx_state { RX_HDR, RX_PAYLOAD };
@@ -69,6 +71,7 @@ struct tcp_conn {
     uint8_t        *stage;
     size_t          stage_off, stage_len;
     netvm_status_t  frame_status;   /* PUT: the result of its checks */
+    uint64_t        frame_addr;     /* PUT: where its payload lands (for tripwires) */
     netvm_status_t  first_err;      /* errors of unacknowledged puts since the last FLUSH */
     _Atomic uint64_t serve_seq;     /* odd while a frame writes into this process's memory */
     int             in_serve;       /* the frame being received holds the serve section */
@@ -125,9 +128,12 @@ netvm_status_t tcp_send_frame(struct tcp_conn *c, const struct nv_tcp_hdr *h, co
                               int batch);
 /* Send what tcp_send_frame gathered, if the send side is free. */
 void           tcp_flush_gathered(struct tcp_conn *c);
-/* Queue a reply (never blocks); payload stays referenced until sent. */
+/* Queue a reply (never blocks); payload stays referenced until sent.
+ * read_note (may be NULL): the payload is this process's memory, read for
+ * the peer; once sent, its READ tripwires fire (and the responder
+ * notification, if read_note asks). */
 void           tcp_queue_reply(struct tcp_conn *c, const struct nv_tcp_hdr *h, const void *payload,
-                               uint64_t plen, int copy, int slot_ref);
+                               uint64_t plen, int copy, int slot_ref, const struct nv_note *read_note);
 /* Receive and act on whatever has arrived; returns frames handled. */
 int            tcp_rx(struct tcp_conn *c);
 void           tcp_try_flush(struct tcp_conn *c);
@@ -136,6 +142,9 @@ void           tcp_conn_fail(struct tcp_conn *c, const char *why);
 /* tcp_serve.c: the target's and the initiator's handling of frames */
 void           tcp_frame_begin(struct tcp_conn *c);
 void           tcp_frame_end(struct tcp_conn *c);
+/* The peer's put into [addr, addr+len) landed / its get of it was sent. */
+void           tcp_write_done(struct tcp_conn *c, uint64_t addr, uint64_t len, const struct nv_note *note);
+void           tcp_read_done(struct tcp_conn *c, uint64_t addr, uint64_t len, const struct nv_note *note);
 
 /* The epoll interest a connection should have now. */
 void           tcp_conn_rearm(struct tcp_conn *c);

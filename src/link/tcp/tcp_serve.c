@@ -19,7 +19,7 @@ static void serve_end(struct tcp_conn *c)   { atomic_fetch_add_explicit(&c->serv
 static void reply(struct tcp_conn *c, uint8_t kind, uint32_t req_id, netvm_status_t st)
 {
     struct nv_tcp_hdr h = { .kind = kind, .req_id = req_id, .status = (uint16_t)st };
-    tcp_queue_reply(c, &h, NULL, 0, 0, -1);
+    tcp_queue_reply(c, &h, NULL, 0, 0, -1, NULL);
 }
 
 /* Enter the serve section, then check the frame's access against the ATU
@@ -37,6 +37,33 @@ static netvm_status_t check_access(struct tcp_conn *c, unsigned need, uint64_t *
     return st;
 }
 
+/* After an access by the peer is complete here: fire our tripwires, post
+ * the notification it asked for. */
+static void access_done(struct tcp_conn *c, uint64_t addr, uint64_t len, unsigned access,
+                        const struct nv_note *note, unsigned kind)
+{
+    struct nv_ep *ep = c->link->p.ep;
+    if (!ep)
+        return;
+    nv_ep_access(ep, c->rank, addr, len, access);
+    if (note->flags & kind) {
+        struct nv_ep_rec r = { .type = kind == NV_NOTE_RESPONDER ? NETVM_EV_RESPONDER : NETVM_EV_COMPLETER,
+                               .access = (uint16_t)access, .rank = c->rank, .value = note->tag,
+                               .addr = addr, .len = len };
+        nv_ep_post(ep, &r);
+    }
+}
+
+void tcp_write_done(struct tcp_conn *c, uint64_t addr, uint64_t len, const struct nv_note *note)
+{
+    access_done(c, addr, len, NETVM_TRIP_WRITE, note, NV_NOTE_COMPLETER);
+}
+
+void tcp_read_done(struct tcp_conn *c, uint64_t addr, uint64_t len, const struct nv_note *note)
+{
+    access_done(c, addr, len, NETVM_TRIP_READ, note, NV_NOTE_RESPONDER);
+}
+
 static void begin_put(struct tcp_conn *c)
 {
     uint64_t addr = 0;
@@ -44,6 +71,7 @@ static void begin_put(struct tcp_conn *c)
     c->frame_status = st;
     if (st == NETVM_OK) {
         c->dst = (uint8_t *)(uintptr_t)addr;
+        c->frame_addr = addr;
         c->in_serve = 1;    /* the section ends in tcp_frame_end */
     } else {
         serve_end(c);
@@ -62,11 +90,13 @@ static void begin_get(struct tcp_conn *c)
         h.len = c->h.len;
         atomic_fetch_add(&t->slot_refs[c->h.slot], 1);
         serve_end(c);
-        tcp_queue_reply(c, &h, (const void *)(uintptr_t)addr, c->h.len, 0, (int)c->h.slot);
+        struct nv_note note = { .flags = (c->h.flags & NV_TCP_F_NOTIFY) ? NV_NOTE_RESPONDER : 0,
+                                .tag = c->h.operand };
+        tcp_queue_reply(c, &h, (const void *)(uintptr_t)addr, c->h.len, 0, (int)c->h.slot, &note);
         return;
     }
     serve_end(c);
-    tcp_queue_reply(c, &h, NULL, 0, 0, -1);
+    tcp_queue_reply(c, &h, NULL, 0, 0, -1, NULL);
 }
 
 static void begin_answer(struct tcp_conn *c)
@@ -114,7 +144,7 @@ void tcp_frame_begin(struct tcp_conn *c)
     case NV_TCP_FLUSH: {
         struct nv_tcp_hdr h = { .kind = NV_TCP_FLUSH_ACK, .req_id = c->h.req_id, .status = (uint16_t)c->first_err };
         c->first_err = NETVM_OK;
-        tcp_queue_reply(c, &h, NULL, 0, 0, -1);
+        tcp_queue_reply(c, &h, NULL, 0, 0, -1, NULL);
         break;
     }
     case NV_TCP_BYE:        c->bye = 1; break;
@@ -141,7 +171,7 @@ static void end_import(struct tcp_conn *c)
         h.len = d.len;
         h.operand = d.rights;
     }
-    tcp_queue_reply(c, &h, NULL, 0, 0, -1);
+    tcp_queue_reply(c, &h, NULL, 0, 0, -1, NULL);
 }
 
 void tcp_frame_end(struct tcp_conn *c)
@@ -152,6 +182,12 @@ void tcp_frame_end(struct tcp_conn *c)
         if (c->in_serve) {
             c->in_serve = 0;
             serve_end(c);
+        }
+        if (c->frame_status == NETVM_OK) {
+            /* the payload is in place: the target's NIC work */
+            struct nv_note note = { .flags = (c->h.flags & NV_TCP_F_NOTIFY) ? NV_NOTE_COMPLETER : 0,
+                                    .tag = c->h.operand };
+            tcp_write_done(c, c->frame_addr, c->h.len, &note);
         }
         if (c->h.flags & NV_TCP_F_ACK)
             reply(c, NV_TCP_PUT_ACK, c->h.req_id, c->frame_status);

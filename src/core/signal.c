@@ -1,0 +1,191 @@
+/* Put with signal, and waiting on a local word (OpenSHMEM's
+ * put_signal / wait_until): the data, then a 64-bit word set or added at
+ * the target, which changes only after the data is visible. On a mapped
+ * shm segment both are stores by the initiator in order; elsewhere the
+ * signal is an active message behind the data on the same ordered path,
+ * applied by the target's progress engine. A waiter that stops spinning
+ * sleeps on a wake-only tripwire over its word, so the write itself wakes
+ * it. */
+#include "core/internal.h"
+#include "util/time.h"
+#include "wire/am.h"
+
+static netvm_status_t check_signal(netvm_ctx_t *ctx, netvm_rseg_t *dst, netvm_rseg_t *sig, size_t sig_off,
+                                   netvm_signal_op_t op)
+{
+    if (!ctx || !dst || !sig || sig->ctx != ctx || (unsigned)op > NETVM_SIGNAL_ADD)
+        return NETVM_ERR_INVAL;
+    if (sig->d.rank != dst->d.rank)
+        return NETVM_ERR_INVAL;   /* ordering holds per target only */
+    if (!nv_range_ok(sig_off, 8, sig->d.len))
+        return NETVM_ERR_BOUNDS;
+    if ((sig->d.addr + sig_off) & 7)
+        return NETVM_ERR_INVAL;
+    unsigned need = op == NETVM_SIGNAL_SET ? NETVM_WRITE : NETVM_ATOMIC;
+    return (sig->d.rights & need) == need ? NETVM_OK : NETVM_ERR_RIGHTS;
+}
+
+static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, uint64_t value,
+                             netvm_signal_op_t op, int remote)
+{
+    struct nv_link *l = sig->link;
+    if ((sig->d.flags & NV_RDESC_MAPPED) && !(l->ops->caps & NV_LINK_CAP_ASYNC)) {
+        /* the initiator's own store or CPU atomic, after the data's */
+        netvm_status_t st;
+        if (op == NETVM_SIGNAL_SET) {
+            st = l->ops->put(l, &sig->d, off, &value, 8, 1, NULL, 0, NULL);
+        } else {
+            uint64_t old;
+            st = l->ops->atomic(l, &sig->d, off, NETVM_AOP_ADD, value, 0, &old, NULL);
+        }
+        if (st == NETVM_OK && nv_rtrip_any(sig))
+            nv_rtrip_fire(ctx, sig, off, 8);
+        return st;
+    }
+    struct netvm_req *q;
+    netvm_status_t st = nv_reserve_req(ctx, sig->d.rank, NULL, &q);
+    if (st != NETVM_OK)
+        return st;
+    struct nv_am m = { .kind = NV_AM_SIGNAL, .op = (uint8_t)op, .flags = NV_AM_F_REPLY, .src_rank = ctx->rank,
+                       .req_id = nv_req_id(q), .slot = sig->d.slot, .key = sig->d.key, .off = off,
+                       .operand = value };
+    uint8_t buf[NV_AM_SIZE];
+    nv_am_encode(&m, buf);
+    if (!remote) {
+        /* nobody waits: a failure at the target goes to the next flush */
+        q->ev_kinds = NV_REQEV_ERROR | (nv_rtrip_any(sig) ? NV_REQEV_RTRIP : 0);
+        q->ev_rseg = sig;
+        q->ev_addr = off;
+        q->ev_len = 8;
+        nv_req_detach(q);
+        st = l->ops->am_send(l, sig->d.rank, buf, 0);
+        if (st != NETVM_OK)
+            nv_req_complete(q, st, 0);
+        return st;
+    }
+    st = l->ops->am_send(l, sig->d.rank, buf, 0);
+    st = nv_finish_req(ctx, q, st == NETVM_OK ? NV_LINK_PENDING : st);
+    if (st == NETVM_OK && nv_rtrip_any(sig))
+        nv_rtrip_fire(ctx, sig, off, 8);
+    return st;
+}
+
+static netvm_status_t put_signal(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off, const void *src,
+                                 size_t len, netvm_rseg_t *sig, size_t sig_off, uint64_t value,
+                                 netvm_signal_op_t op, unsigned flags, int remote)
+{
+    netvm_status_t st = check_signal(ctx, dst, sig, sig_off, op);
+    if (st != NETVM_OK)
+        return st;
+    if (flags & ~(unsigned)NETVM_F_UNORDERED)
+        return NETVM_ERR_INVAL;
+    /* the data completes locally; the signal behind it on the same
+     * ordered path cannot overtake it (NETVM_F_UNORDERED is about the data
+     * alone) */
+    st = nv_put(ctx, dst, off, src, len, 0, 0, 0);
+    return st == NETVM_OK ? signal(ctx, sig, sig_off, value, op, remote) : st;
+}
+
+netvm_status_t netvm_put_signal(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off, const void *src,
+                                size_t len, netvm_rseg_t *sig, size_t sig_off, uint64_t value,
+                                netvm_signal_op_t op, unsigned flags)
+{
+    return put_signal(ctx, dst, off, src, len, sig, sig_off, value, op, flags, 1);
+}
+
+netvm_status_t netvm_put_signal_nb(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off, const void *src,
+                                   size_t len, netvm_rseg_t *sig, size_t sig_off, uint64_t value,
+                                   netvm_signal_op_t op, unsigned flags)
+{
+    return put_signal(ctx, dst, off, src, len, sig, sig_off, value, op, flags, 0);
+}
+
+/* --- waiting on a word -------------------------------------------------------- */
+
+static int holds(uint64_t v, netvm_cmp_t cmp, uint64_t value)
+{
+    switch (cmp) {
+    case NETVM_CMP_EQ: return v == value;
+    case NETVM_CMP_NE: return v != value;
+    case NETVM_CMP_GT: return v > value;
+    case NETVM_CMP_GE: return v >= value;
+    case NETVM_CMP_LT: return v < value;
+    case NETVM_CMP_LE: return v <= value;
+    }
+    return 0;
+}
+
+static uint64_t load_word(const uint64_t *addr)
+{
+    return __atomic_load_n(addr, __ATOMIC_ACQUIRE);
+}
+
+netvm_status_t netvm_wait_until(netvm_ctx_t *ctx, const uint64_t *addr, netvm_cmp_t cmp, uint64_t value,
+                                 unsigned flags, int timeout_ms, uint64_t *seen)
+{
+    if (!ctx || !addr || ((uintptr_t)addr & 7) || (unsigned)cmp > NETVM_CMP_LE ||
+        (flags & ~(unsigned)(NETVM_WAIT_SPIN | NETVM_WAIT_SLEEP)) ||
+        (flags & NETVM_WAIT_SPIN && flags & NETVM_WAIT_SLEEP))
+        return NETVM_ERR_INVAL;
+    uint64_t start = nv_now_ns();
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t spin_until = (flags & NETVM_WAIT_SPIN) ? UINT64_MAX
+                        : (flags & NETVM_WAIT_SLEEP) ? start : start + ctx->spin_ns;
+    uint64_t v;
+    netvm_status_t st = NETVM_ERR_TIMEOUT;
+    for (unsigned iter = 0;; iter++) {
+        if (holds(v = load_word(addr), cmp, value))
+            goto out_ok;
+        if ((iter & 63) == 63) {
+            uint64_t now = nv_now_ns();
+            if (now >= deadline)
+                goto out;
+            if (now >= spin_until)
+                break;
+            netvm_progress(ctx);   /* a link that needs polling (tcp, active messages) */
+        }
+        nv_cpu_relax();
+        if (spin_until == start)
+            break;
+    }
+    /* sleep: a wake-only tripwire over the word; arming it ends with the
+     * heavy fence, so a write that missed the table is visible below */
+    netvm_tripwire_t *tw = NULL;
+    st = nv_trip_arm_wake(ctx, addr, 8, &tw);
+    if (st != NETVM_OK)
+        return st;
+    st = NETVM_ERR_TIMEOUT;
+    for (;;) {
+        uint32_t seq = nv_ep_wake_seq(&ctx->ep);
+        if (holds(v = load_word(addr), cmp, value)) {
+            nv_ep_wake_cancel(&ctx->ep);
+            st = NETVM_OK;
+            break;
+        }
+        uint64_t now = nv_now_ns();
+        if (now >= deadline) {
+            nv_ep_wake_cancel(&ctx->ep);
+            break;
+        }
+        uint64_t slice = ctx->have_thread ? 100000000ull : 1000000ull;
+        if (deadline - now < slice)
+            slice = deadline - now;
+        for (int i = 0; i < ctx->nlinks; i++)
+            ctx->links[i]->ops->reply_wait_enter(ctx->links[i]);
+        nv_ep_wake_wait(&ctx->ep, seq, slice);
+        for (int i = 0; i < ctx->nlinks; i++)
+            ctx->links[i]->ops->reply_wait_leave(ctx->links[i]);
+        if (!ctx->have_thread)
+            netvm_progress(ctx);
+    }
+    netvm_tripwire_disarm(tw);
+    if (seen)
+        *seen = v;
+    return st;
+out_ok:
+    st = NETVM_OK;
+out:
+    if (seen)
+        *seen = v;
+    return st;
+}

@@ -1,0 +1,382 @@
+/* The endpoint block: creation by its owner, and the NIC's work on it
+ * (matching tripwires, posting events, counting, waking). */
+#define _GNU_SOURCE
+#include "link/ep.h"
+#include "util/log.h"
+#include "util/membarrier.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct nv_ep_slot {
+    _Atomic uint64_t seq;
+    struct nv_ep_rec rec;
+} __attribute__((aligned(64)));
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static struct nv_itree_node *table(const struct nv_ep *ep)
+{
+    return (struct nv_itree_node *)((char *)ep->h + ep->h->table_off);
+}
+
+static struct nv_ep_trip *states(const struct nv_ep *ep)
+{
+    return (struct nv_ep_trip *)((char *)ep->h + ep->h->states_off);
+}
+
+static struct nv_ep_counter *counters(const struct nv_ep *ep)
+{
+    return (struct nv_ep_counter *)((char *)ep->h + ep->h->counters_off);
+}
+
+static void make_view(struct nv_ep *ep)
+{
+    struct nv_ep_hdr *h = ep->h;
+    struct nv_mpsc q = { .head = &h->ring_head, .tail = &h->ring_tail,
+                         .slots = (uint8_t *)h + h->ring_off, .mask = h->ring_size - 1,
+                         .stride = sizeof(struct nv_ep_slot), .size = sizeof(struct nv_ep_rec) };
+    ep->ring = q;
+}
+
+netvm_status_t nv_ep_create(struct nv_ep *ep, int rank, uint32_t ring_size, uint32_t trip_cap,
+                            uint32_t ncounters)
+{
+    memset(ep, 0, sizeof *ep);
+    ep->memfd = ep->wake_fd = -1;
+    ep->owner = 1;
+    if (ring_size < 2 || (ring_size & (ring_size - 1)) || !trip_cap || !ncounters)
+        return NETVM_ERR_INVAL;
+    size_t ring_off = round_up(sizeof(struct nv_ep_hdr), 4096);
+    size_t table_off = round_up(ring_off + (size_t)ring_size * sizeof(struct nv_ep_slot), 4096);
+    size_t states_off = round_up(table_off + ((size_t)trip_cap + 1) * sizeof(struct nv_itree_node), 4096);
+    size_t counters_off = round_up(states_off + (size_t)trip_cap * sizeof(struct nv_ep_trip), 4096);
+    size_t len = round_up(counters_off + (size_t)ncounters * sizeof(struct nv_ep_counter), 4096);
+    ep->memfd = memfd_create("netvm-endpoint", MFD_CLOEXEC);
+    ep->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (ep->memfd < 0 || ep->wake_fd < 0 || ftruncate(ep->memfd, (off_t)len) != 0) {
+        nv_error("cannot create the event queue: %s", strerror(errno));
+        nv_ep_destroy(ep);
+        return NETVM_ERR_SYS;
+    }
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, ep->memfd, 0);
+    if (p == MAP_FAILED) {
+        nv_ep_destroy(ep);
+        return NETVM_ERR_NOMEM;
+    }
+    ep->h = p;
+    ep->len = len;
+    struct nv_ep_hdr *h = ep->h;
+    h->version = NV_EP_VERSION;
+    h->rank = rank;
+    h->wake_fd = ep->wake_fd;
+    h->ring_size = ring_size;
+    h->trip_cap = trip_cap;
+    h->ncounters = ncounters;
+    h->ring_off = ring_off;
+    h->table_off = table_off;
+    h->states_off = states_off;
+    h->counters_off = counters_off;
+    h->block_len = len;
+    make_view(ep);
+    nv_mpsc_init(&ep->ring);
+    __atomic_store_n(&h->magic, NV_EP_MAGIC, __ATOMIC_RELEASE);
+    return NETVM_OK;
+}
+
+void nv_ep_destroy(struct nv_ep *ep)
+{
+    if (ep->h)
+        munmap(ep->h, ep->len);
+    if (ep->memfd >= 0)
+        close(ep->memfd);
+    if (ep->wake_fd >= 0)
+        close(ep->wake_fd);
+    memset(ep, 0, sizeof *ep);
+    ep->memfd = ep->wake_fd = -1;
+}
+
+int nv_ep_attach(struct nv_ep *ep, void *base, size_t len, int wake_fd)
+{
+    struct nv_ep_hdr *h = base;
+    memset(ep, 0, sizeof *ep);
+    ep->memfd = -1;
+    ep->wake_fd = wake_fd;
+    if (len < sizeof *h || __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != NV_EP_MAGIC ||
+        h->version != NV_EP_VERSION || h->block_len != len || h->ring_size < 2 ||
+        (h->ring_size & (h->ring_size - 1)) ||
+        h->ring_off + (uint64_t)h->ring_size * sizeof(struct nv_ep_slot) > len ||
+        h->table_off + ((uint64_t)h->trip_cap + 1) * sizeof(struct nv_itree_node) > len ||
+        h->states_off + (uint64_t)h->trip_cap * sizeof(struct nv_ep_trip) > len ||
+        h->counters_off + (uint64_t)h->ncounters * sizeof(struct nv_ep_counter) > len)
+        return -1;
+    ep->h = h;
+    ep->len = len;
+    make_view(ep);
+    return 0;
+}
+
+/* --- posting and waking ---------------------------------------------------- */
+
+static void wake_owner(struct nv_ep *ep)
+{
+    struct nv_ep_hdr *h = ep->h;
+    /* pairs with the owner's store of fd_armed and re-check of the ring */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&h->fd_armed, memory_order_relaxed) &&
+        atomic_exchange_explicit(&h->fd_armed, 0, memory_order_acq_rel)) {
+        uint64_t one = 1;
+        ssize_t n = write(ep->wake_fd, &one, sizeof one);
+        (void)n;   /* EAGAIN: already readable */
+    }
+}
+
+int nv_ep_post(struct nv_ep *ep, const struct nv_ep_rec *r)
+{
+    int rc = nv_mpsc_push(&ep->ring, r);
+    if (rc != 0)
+        atomic_fetch_add_explicit(&ep->h->overflow, 1, memory_order_relaxed);
+    /* a loss is reported as an event too: wake the owner either way */
+    wake_owner(ep);
+    return rc;
+}
+
+static void wake_memory_waiters(struct nv_ep *ep)
+{
+    struct nv_ep_hdr *h = ep->h;
+    atomic_fetch_add_explicit(&h->wake_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&h->wake_sleepers, memory_order_seq_cst))
+        syscall(SYS_futex, &h->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* --- matching ----------------------------------------------------------------- */
+
+#define MATCH_MAX 64
+
+struct matches {
+    uint64_t data[MATCH_MAX];
+    size_t   n, skip, seen;
+};
+
+static int collect(void *arg, uint64_t data, uint64_t start, uint64_t end)
+{
+    struct matches *m = arg;
+    (void)start;
+    (void)end;
+    if (m->seen++ < m->skip)
+        return 0;
+    m->data[m->n++] = data;
+    return m->n == MATCH_MAX;
+}
+
+/* Read the table under its sequence lock: the matches from the skip-th on. */
+static void match(struct nv_ep *ep, uint64_t lo, uint64_t hi, struct matches *m)
+{
+    struct nv_ep_hdr *h = ep->h;
+    for (unsigned tries = 0;; tries++) {
+        uint64_t s1 = atomic_load_explicit(&h->table_seq, memory_order_acquire);
+        m->n = m->seen = 0;
+        if (!(s1 & 1)) {
+            uint32_t n = atomic_load_explicit(&h->table_n, memory_order_relaxed);
+            if (n > h->trip_cap)
+                n = h->trip_cap;
+            nv_itree_query(table(ep), n, lo, hi, collect, m);
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&h->table_seq, memory_order_relaxed) == s1)
+                return;
+        }
+        if (tries > 100000) {
+            /* the owner died while changing its table */
+            m->n = 0;
+            return;
+        }
+    }
+}
+
+static void fire(struct nv_ep *ep, uint32_t id, uint32_t gen, int src_rank, uint64_t addr, uint64_t len,
+                 unsigned access, int *woke)
+{
+    if (id >= ep->h->trip_cap)
+        return;
+    struct nv_ep_trip *t = &states(ep)[id];
+    uint64_t w = atomic_load_explicit(&t->word, memory_order_acquire);
+    unsigned fl = NV_TRIP_FLAGS(w);
+    if (NV_TRIP_GEN(w) != gen || !(fl & NV_TRIP_LIVE) || !(fl & access))
+        return;
+    if (fl & NV_TRIP_WAKE) {
+        if (!*woke)
+            wake_memory_waiters(ep);
+        *woke = 1;
+        return;
+    }
+    uint64_t user = atomic_load_explicit(&t->user, memory_order_relaxed);
+    if (atomic_load_explicit(&t->word, memory_order_acquire) != w)
+        return;   /* disarmed meanwhile */
+    if (fl & NV_TRIP_ONCE) {
+        uint32_t zero = 0;
+        if (!atomic_compare_exchange_strong(&t->claimed, &zero, gen | 1u << 31))
+            return;
+    }
+    struct nv_ep_rec r = { .type = NETVM_EV_TRIPWIRE, .access = (uint16_t)(access & fl & NETVM_TRIP_RW),
+                           .rank = src_rank, .id = id, .gen = gen, .value = user, .addr = addr, .len = len };
+    nv_ep_post(ep, &r);
+}
+
+void nv_ep_access(struct nv_ep *ep, int src_rank, uint64_t addr, uint64_t len, unsigned access)
+{
+    /* the data is written; the table is read after it (see ep.h) */
+    nv_fence_light();
+    if (!nv_ep_has_trips(ep) || !len)
+        return;
+    uint64_t hi = addr + len < addr ? UINT64_MAX : addr + len;
+    struct matches m = { .skip = 0 };
+    int woke = 0;
+    do {
+        match(ep, addr, hi, &m);
+        for (size_t i = 0; i < m.n; i++)
+            fire(ep, (uint32_t)(m.data[i] >> 32), (uint32_t)m.data[i], src_rank, addr, len, access, &woke);
+        m.skip += m.n;
+    } while (m.n == MATCH_MAX);
+}
+
+netvm_status_t nv_ep_count(struct nv_ep *ep, int src_rank, uint32_t c, uint64_t n)
+{
+    if (c >= ep->h->ncounters)
+        return NETVM_ERR_INVAL;
+    struct nv_ep_counter *k = &counters(ep)[c];
+    /* pairs with the owner's store of armed then load of pending */
+    uint64_t old = atomic_fetch_add_explicit(&k->pending, n, memory_order_seq_cst);
+    if (old == 0 && n && atomic_load_explicit(&k->armed, memory_order_seq_cst)) {
+        struct nv_ep_rec r = { .type = NV_EP_COUNTER, .rank = src_rank, .id = c };
+        nv_ep_post(ep, &r);
+    }
+    return NETVM_OK;
+}
+
+/* --- the owner ------------------------------------------------------------------ */
+
+int nv_ep_pop(struct nv_ep *ep, struct nv_ep_rec *r)
+{
+    return nv_mpsc_pop(&ep->ring, r);
+}
+
+int nv_ep_nonempty(struct nv_ep *ep)
+{
+    return nv_mpsc_nonempty(&ep->ring) || atomic_load_explicit(&ep->h->overflow, memory_order_relaxed);
+}
+
+uint64_t nv_ep_take_overflow(struct nv_ep *ep)
+{
+    if (!atomic_load_explicit(&ep->h->overflow, memory_order_relaxed))
+        return 0;
+    return atomic_exchange_explicit(&ep->h->overflow, 0, memory_order_relaxed);
+}
+
+int nv_ep_arm_fd(struct nv_ep *ep)
+{
+    uint64_t v;
+    /* what was signalled before is consumed: readable again means new */
+    while (read(ep->wake_fd, &v, sizeof v) > 0)
+        ;
+    atomic_store_explicit(&ep->h->fd_armed, 1, memory_order_seq_cst);
+    if (nv_ep_nonempty(ep)) {
+        atomic_store_explicit(&ep->h->fd_armed, 0, memory_order_relaxed);
+        return 1;
+    }
+    return 0;
+}
+
+static void table_write_begin(struct nv_ep_hdr *h)
+{
+    uint64_t s = atomic_load_explicit(&h->table_seq, memory_order_relaxed);
+    atomic_store_explicit(&h->table_seq, s + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+}
+
+static void table_write_end(struct nv_ep_hdr *h)
+{
+    uint64_t s = atomic_load_explicit(&h->table_seq, memory_order_relaxed);
+    atomic_store_explicit(&h->table_seq, s + 1, memory_order_release);
+}
+
+void nv_ep_trip_add(struct nv_ep *ep, uint32_t id, uint32_t gen, unsigned flags, uint64_t user,
+                    uint64_t start, uint64_t end)
+{
+    struct nv_ep_hdr *h = ep->h;
+    struct nv_ep_trip *t = &states(ep)[id];
+    atomic_store_explicit(&t->claimed, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->user, user, memory_order_relaxed);
+    atomic_store_explicit(&t->word, NV_TRIP_WORD(gen, flags | NV_TRIP_LIVE), memory_order_release);
+    table_write_begin(h);
+    uint32_t n = atomic_load_explicit(&h->table_n, memory_order_relaxed);
+    n = (uint32_t)nv_itree_insert(table(ep), n, start, end, (uint64_t)id << 32 | gen);
+    nv_itree_build(table(ep), n);
+    atomic_store_explicit(&h->table_n, n, memory_order_relaxed);
+    table_write_end(h);
+    /* the owner looks at its memory next: every access either sees this
+     * table or wrote before the owner looks */
+    nv_fence_heavy();
+}
+
+void nv_ep_trip_del(struct nv_ep *ep, uint32_t id, uint64_t start)
+{
+    struct nv_ep_hdr *h = ep->h;
+    struct nv_ep_trip *t = &states(ep)[id];
+    uint64_t w = atomic_load_explicit(&t->word, memory_order_relaxed);
+    atomic_store_explicit(&t->word, w & ~(uint64_t)NV_TRIP_LIVE, memory_order_release);
+    table_write_begin(h);
+    uint32_t n = atomic_load_explicit(&h->table_n, memory_order_relaxed);
+    n = (uint32_t)nv_itree_remove(table(ep), n, start, (uint64_t)id << 32 | NV_TRIP_GEN(w));
+    nv_itree_build(table(ep), n);
+    atomic_store_explicit(&h->table_n, n, memory_order_relaxed);
+    table_write_end(h);
+}
+
+uint64_t nv_ep_counter_arm(struct nv_ep *ep, uint32_t c)
+{
+    struct nv_ep_counter *k = &counters(ep)[c];
+    atomic_store_explicit(&k->armed, 1, memory_order_seq_cst);
+    if (!atomic_load_explicit(&k->pending, memory_order_seq_cst))
+        return 0;   /* the next increment posts a record */
+    return nv_ep_counter_take(ep, c);
+}
+
+uint64_t nv_ep_counter_take(struct nv_ep *ep, uint32_t c)
+{
+    if (c >= ep->h->ncounters)
+        return 0;
+    struct nv_ep_counter *k = &counters(ep)[c];
+    if (!atomic_load_explicit(&k->armed, memory_order_relaxed))
+        return 0;   /* a stale record: the owner took these already */
+    uint64_t n = atomic_exchange_explicit(&k->pending, 0, memory_order_seq_cst);
+    if (n)
+        atomic_store_explicit(&k->armed, 0, memory_order_relaxed);
+    return n;
+}
+
+uint32_t nv_ep_wake_seq(struct nv_ep *ep)
+{
+    atomic_fetch_add_explicit(&ep->h->wake_sleepers, 1, memory_order_seq_cst);
+    return atomic_load_explicit(&ep->h->wake_seq, memory_order_seq_cst);
+}
+
+void nv_ep_wake_wait(struct nv_ep *ep, uint32_t seen, uint64_t timeout_ns)
+{
+    struct timespec ts = { (time_t)(timeout_ns / 1000000000ull), (long)(timeout_ns % 1000000000ull) };
+    if (atomic_load_explicit(&ep->h->wake_seq, memory_order_seq_cst) == seen)
+        syscall(SYS_futex, &ep->h->wake_seq, FUTEX_WAIT, seen, &ts, NULL, 0);
+    atomic_fetch_sub_explicit(&ep->h->wake_sleepers, 1, memory_order_relaxed);
+}
+
+void nv_ep_wake_cancel(struct nv_ep *ep)
+{
+    atomic_fetch_sub_explicit(&ep->h->wake_sleepers, 1, memory_order_relaxed);
+}

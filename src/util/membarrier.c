@@ -1,0 +1,30 @@
+#define _GNU_SOURCE
+#include "util/membarrier.h"
+
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static _Atomic int registered = -1;   /* -1: not tried; 0: no; 1: yes */
+
+int nv_membarrier_register(void)
+{
+    int r = atomic_load(&registered);
+    if (r < 0) {
+        long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+        r = cmds >= 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+            syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0) == 0;
+        atomic_store(&registered, r);
+    }
+    return r ? 0 : -1;
+}
+
+int nv_membarrier_ok(void)
+{
+    return atomic_load_explicit(&registered, memory_order_relaxed) == 1;
+}
+
+int nv_membarrier_global(void)
+{
+    return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0);
+}
