@@ -84,8 +84,19 @@ void nv_evfifo_free(struct nv_evfifo *f)
 
 /* --- routing ------------------------------------------------------------------ */
 
-static void stash(netvm_ctx_t *ctx, struct nv_evfifo *f, const netvm_event_t *ev)
+/* Where drain puts the events netvm_evq_poll returns: straight into the
+ * caller's array while the stash is empty (the common case, no copy). */
+struct sink {
+    netvm_event_t *ev;
+    int            max, n;
+};
+
+static void stash_to(netvm_ctx_t *ctx, struct nv_evfifo *f, const netvm_event_t *ev, struct sink *out)
 {
+    if (out && f == &ctx->stash && !f->len && out->n < out->max) {
+        out->ev[out->n++] = *ev;
+        return;
+    }
     if (nv_evfifo_push(f, ev) != 0) {
         /* no memory for it: say so the way a full ring does */
         nv_error("out of memory for an event; reported as lost");
@@ -93,7 +104,7 @@ static void stash(netvm_ctx_t *ctx, struct nv_evfifo *f, const netvm_event_t *ev
     }
 }
 
-static void route_trip(netvm_ctx_t *ctx, const struct nv_ep_rec *r)
+static void route_trip(netvm_ctx_t *ctx, const struct nv_ep_rec *r, struct sink *out)
 {
     struct netvm_tripwire *tw = nv_trip_lookup(ctx, r->id, r->gen);
     if (!tw)
@@ -101,10 +112,10 @@ static void route_trip(netvm_ctx_t *ctx, const struct nv_ep_rec *r)
     netvm_event_t ev = { .type = r->type, .access = r->access, .rank = r->rank, .id = r->id,
                          .value = tw->user, .addr = r->addr, .len = r->len };
     tw->fired++;
-    stash(ctx, tw->set ? &tw->set->q : &ctx->stash, &ev);
+    stash_to(ctx, tw->set ? &tw->set->q : &ctx->stash, &ev, out);
 }
 
-static void route_counter(netvm_ctx_t *ctx, const struct nv_ep_rec *r)
+static void route_counter(netvm_ctx_t *ctx, const struct nv_ep_rec *r, struct sink *out)
 {
     uint64_t n = nv_ep_counter_take(&ctx->ep, r->id);
     if (!n)
@@ -115,23 +126,23 @@ static void route_counter(netvm_ctx_t *ctx, const struct nv_ep_rec *r)
         return;
     }
     netvm_event_t ev = { .type = NETVM_EV_COUNTER, .rank = -1, .id = r->id, .value = n };
-    stash(ctx, &ctx->stash, &ev);
+    stash_to(ctx, &ctx->stash, &ev, out);
 }
 
 /* A peer on this machine wrote the record: check what it claims. */
-static void route(netvm_ctx_t *ctx, const struct nv_ep_rec *r)
+static void route(netvm_ctx_t *ctx, const struct nv_ep_rec *r, struct sink *out)
 {
     if (r->rank < -1 || r->rank >= ctx->size)
         goto bad;
     switch (r->type) {
     case NETVM_EV_TRIPWIRE:
     case NETVM_EV_REMOTE_TRIPWIRE:
-        route_trip(ctx, r);
+        route_trip(ctx, r, out);
         return;
     case NV_EP_COUNTER:
         if (r->id >= ctx->ncounters)
             goto bad;
-        route_counter(ctx, r);
+        route_counter(ctx, r, out);
         return;
     case NETVM_EV_NOTIFY:
     case NETVM_EV_REQUESTER:
@@ -139,7 +150,7 @@ static void route(netvm_ctx_t *ctx, const struct nv_ep_rec *r)
     case NETVM_EV_RESPONDER: {
         netvm_event_t ev = { .type = r->type, .access = r->access, .rank = r->rank, .id = r->id,
                              .status = r->status, .value = r->value, .addr = r->addr, .len = r->len };
-        stash(ctx, &ctx->stash, &ev);
+        stash_to(ctx, &ctx->stash, &ev, out);
         return;
     }
     default:
@@ -149,20 +160,22 @@ bad:
     nv_warn("malformed event record (type %u, rank %d) dropped", r->type, r->rank);
 }
 
-/* Take what the ring holds (at most max records, 0: all) and route it. */
-static int drain(netvm_ctx_t *ctx, size_t max)
+/* Take what the ring holds (at most max records, 0: all) and route it;
+ * returns how many records were taken. */
+static int drain(netvm_ctx_t *ctx, size_t max, struct sink *out)
 {
     int n = 0;
     uint64_t lost = nv_ep_take_overflow(&ctx->ep);
     if (lost) {
         netvm_event_t ev = { .type = NETVM_EV_OVERFLOW, .rank = -1, .value = lost };
-        nv_warn("event queue full: %llu events lost (raise NETVM_EVQ_SIZE)", (unsigned long long)lost);
-        stash(ctx, &ctx->stash, &ev);
+        if (!ctx->evq_overflowed++)   /* once: the events say the rest */
+            nv_warn("event queue full: %llu events lost (raise NETVM_EVQ_SIZE)", (unsigned long long)lost);
+        stash_to(ctx, &ctx->stash, &ev, out);
         n++;
     }
     struct nv_ep_rec r;
     while ((!max || (size_t)n < max) && nv_ep_pop(&ctx->ep, &r)) {
-        route(ctx, &r);
+        route(ctx, &r, out);
         n++;
     }
     return n;
@@ -173,13 +186,13 @@ int netvm_evq_poll(netvm_ctx_t *ctx, netvm_event_t *ev, int max)
     if (!ctx || (!ev && max > 0) || max < 0)
         return -1;
     nv_req_sweep(ctx);
-    int got = 0;
-    while (got < max && nv_evfifo_pop(&ctx->stash, &ev[got]))
-        got++;
-    while (got < max && drain(ctx, (size_t)(max - got)) > 0)
-        while (got < max && nv_evfifo_pop(&ctx->stash, &ev[got]))
-            got++;
-    return got;
+    struct sink out = { ev, max, 0 };
+    while (out.n < max && nv_evfifo_pop(&ctx->stash, &ev[out.n]))
+        out.n++;
+    while (out.n < max && drain(ctx, (size_t)(max - out.n), &out) > 0)
+        while (out.n < max && nv_evfifo_pop(&ctx->stash, &ev[out.n]))
+            out.n++;
+    return out.n;
 }
 
 int netvm_evq_fd(netvm_ctx_t *ctx)
@@ -226,7 +239,7 @@ netvm_status_t nv_evq_wait_until(netvm_ctx_t *ctx, int (*done)(void *arg), void 
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
     uint64_t spin_until = spin ? start + ctx->spin_ns : start;
     for (unsigned iter = 0;; iter++) {
-        drain(ctx, 0);
+        drain(ctx, 0, NULL);
         if (done && done(arg))
             return NETVM_OK;
         uint64_t now = (iter & 15) == 0 || !spin ? nv_now_ns() : start;

@@ -138,6 +138,7 @@ struct netvm_ctx {
     uint32_t          trip_free;       /* a hint: the lowest id that may be free */
     pthread_mutex_t   rtrip_lock;      /* remote tripwires: matched by the thread completing a put */
     struct nv_evfifo  stash;           /* taken from the ring, not yet returned by netvm_evq_poll */
+    uint64_t          evq_overflowed;  /* times the ring overflowed (logged once) */
     struct nv_counter_handler *handlers;
     uint32_t          ncounters;
     _Atomic unsigned  detached_done;   /* detached requests waiting for nv_req_sweep */

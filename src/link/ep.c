@@ -129,8 +129,10 @@ int nv_ep_attach(struct nv_ep *ep, void *base, size_t len, int wake_fd)
 static void wake_owner(struct nv_ep *ep)
 {
     struct nv_ep_hdr *h = ep->h;
-    /* pairs with the owner's store of fd_armed and re-check of the ring */
-    atomic_thread_fence(memory_order_seq_cst);
+    /* the push, then the look at fd_armed: the light side of the handshake
+     * whose heavy side is the owner's arming (nv_ep_arm_fd), so a poster
+     * pays no fence and only a sleeper pays for one */
+    nv_fence_light();
     if (atomic_load_explicit(&h->fd_armed, memory_order_relaxed) &&
         atomic_exchange_explicit(&h->fd_armed, 0, memory_order_acq_rel)) {
         uint64_t one = 1;
@@ -237,7 +239,8 @@ void nv_ep_access(struct nv_ep *ep, int src_rank, uint64_t addr, uint64_t len, u
     if (!nv_ep_has_trips(ep) || !len)
         return;
     uint64_t hi = addr + len < addr ? UINT64_MAX : addr + len;
-    struct matches m = { .skip = 0 };
+    struct matches m;   /* not zeroed: 512 bytes a call would cost more than the match */
+    m.skip = 0;
     int woke = 0;
     do {
         match(ep, addr, hi, &m);
@@ -287,6 +290,7 @@ int nv_ep_arm_fd(struct nv_ep *ep)
     while (read(ep->wake_fd, &v, sizeof v) > 0)
         ;
     atomic_store_explicit(&ep->h->fd_armed, 1, memory_order_seq_cst);
+    nv_fence_heavy();
     if (nv_ep_nonempty(ep)) {
         atomic_store_explicit(&ep->h->fd_armed, 0, memory_order_relaxed);
         return 1;

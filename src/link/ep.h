@@ -164,4 +164,12 @@ static inline int nv_ep_has_trips(const struct nv_ep *ep)
     return atomic_load_explicit(&ep->h->table_n, memory_order_relaxed) != 0;
 }
 
+/* Before an access that may fire: start fetching the ring slot the event
+ * will take (see nv_mpsc_prefetch). */
+static inline void nv_ep_prepare(const struct nv_ep *ep)
+{
+    if (nv_ep_has_trips(ep))
+        nv_mpsc_prefetch(&ep->ring);
+}
+
 #endif

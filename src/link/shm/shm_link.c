@@ -272,6 +272,8 @@ static netvm_status_t shm_am_send(struct nv_link *l, int rank, const uint8_t *ms
 static int shm_poll(struct nv_link *l, int rank)
 {
     struct shm_link *s = shm_of(l);
+    if (!nv_shm_ring_nonempty(s->self))
+        return 0;   /* the common case of a poll loop: no locked instruction */
     if (atomic_flag_test_and_set_explicit(&s->consuming, memory_order_acquire))
         return 0;
     int n = 0;

@@ -294,6 +294,8 @@ static netvm_status_t shm_access(struct nv_link *l, struct nv_rdesc *d, uint64_t
     struct shm_import *im = d->link_priv;
     if (atomic_load_explicit(&im->peer->dead, memory_order_relaxed))
         return NETVM_ERR_PEER;
+    if (im->peer->ep.h)
+        nv_ep_prepare(&im->peer->ep);
     uint64_t seq = access_begin(s);
     netvm_status_t st = still_valid(l, im);
     if (st == NETVM_OK) {
