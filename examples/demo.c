@@ -115,6 +115,8 @@ static void token_ring(netvm_ctx_t *ctx, int size)
                us / (LAPS * size));
     printf("rank %d: token messages verified: %s (woken by a tripwire %llu times)\n", rank,
            bad ? "CORRUPT" : "ok", (unsigned long long)wakeups);
+    if (bad)
+        exit(1);
     TRY(netvm_barrier(ctx));
     TRY(netvm_release(next));
     TRY(netvm_unexport(seg));
