@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing netvm needs, only where it is missing.
-# --peers also installs the comparison peers (UCX, Open MPI with OpenSHMEM).
+# --peers also installs the comparison peers (UCX, Open MPI with OpenSHMEM,
+# and UCX's headers for the put-with-signal peer bench/peers/ucx_signal.c).
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -17,6 +18,7 @@ have clang || need+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
 if [ "${1:-}" = "--peers" ]; then
   have ucx_perftest || need+=(ucx-utils)
+  [ -f /usr/include/ucp/api/ucp.h ] || need+=(libucx-dev)
   have oshcc        || need+=(openmpi-bin libopenmpi-dev)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -13,6 +13,12 @@
  *   add_rate  windows of 64 shmem_atomic_add, shmem_quiet each.  Mops.
  *   put_rate  windows of 64 shmem_putmem_nbi of 8 bytes to consecutive
  *             words, shmem_quiet each.  Mops.
+ *   putsig_lat  put with signal, the three-step pattern of OpenSHMEM 1.4
+ *             (Open MPI 4.1 has no shmem_put_signal): ping-pong of
+ *             shmem_putmem of 8 B data + shmem_fence + shmem_put64 of the
+ *             flag word after it, the other PE waiting in
+ *             shmem_long_wait_until(flag == iteration's value) and answering
+ *             the same way; one-way = round trip / 2.
  * Each measurement doubles its batch until it lasts an eighth of --min-ms
  * (the warm-up), then times one batch of about --min-ms.
  * --target sleep (default) or poll: how PE 1 waits for its next command (and
@@ -42,7 +48,7 @@
 #include <unistd.h>
 
 enum { OP_PUT_LAT, OP_GET_LAT, OP_FADD_LAT, OP_PUT_BW, OP_GET_BW, OP_ADD_RATE, OP_PUT_RATE,
-       OP_COUNT };
+       OP_PUTSIG_LAT, OP_COUNT };
 
 static const struct {
     const char *name, *unit;
@@ -56,6 +62,7 @@ static const struct {
     [OP_GET_BW]   = { "get_bw",   "MB/s", 32, 1 },
     [OP_ADD_RATE] = { "add_rate", "Mops", 64, 0 },
     [OP_PUT_RATE] = { "put_rate", "Mops", 64, 0 },
+    [OP_PUTSIG_LAT] = { "putsig_lat", "us", 1, 0 },
 };
 
 /* Symmetric control words.  They live on the symmetric heap, not in global
@@ -108,6 +115,24 @@ static inline void wait_value(size_t s, unsigned char v)
         ;
 }
 
+/* data at buf[0..8), the flag at buf[8..16) (a long, 64 bits here) */
+static void putsig_pingpong(uint64_t n, uint64_t seq, int initiator)
+{
+    int peer = 1 - me;
+    long *flag = (long *)(void *)(buf + 8);
+    for (uint64_t i = 0; i < n; i++) {
+        long v = (long)(seq + i + 1);
+        if (!initiator)
+            shmem_long_wait_until(flag, SHMEM_CMP_EQ, v);
+        memcpy(scratch, &v, sizeof v);
+        shmem_putmem(buf, scratch, 8, peer);
+        shmem_fence();
+        shmem_put64(flag, &v, 1, peer);
+        if (initiator)
+            shmem_long_wait_until(flag, SHMEM_CMP_EQ, v);
+    }
+}
+
 static void pingpong(size_t s, uint64_t n, uint64_t seq, int initiator)
 {
     int peer = 1 - me;
@@ -134,7 +159,7 @@ static double run_batch(int op, size_t s, uint64_t n)
 {
     double t0, t1;
     unsigned w = ops[op].window;
-    if (op == OP_PUT_LAT) {
+    if (op == OP_PUT_LAT || op == OP_PUTSIG_LAT) {
         long cmd[4] = { op, (long)s, (long)n, (long)seq_next };
         memset(buf, 0, s);
         memset(scratch, 0, s);
@@ -144,7 +169,10 @@ static double run_batch(int op, size_t s, uint64_t n)
         shmem_quiet();
         shmem_int_wait_until(&ctl_ack, SHMEM_CMP_EQ, 2 * go_count - 1);
         t0 = now();
-        pingpong(s, n, seq_next, 1);
+        if (op == OP_PUTSIG_LAT)
+            putsig_pingpong(n, seq_next, 1);
+        else
+            pingpong(s, n, seq_next, 1);
         t1 = now();
         shmem_int_wait_until(&ctl_ack, SHMEM_CMP_EQ, 2 * go_count);
         seq_next += n;
@@ -227,7 +255,7 @@ static void measure(int op, size_t s, double min_s)
         v = (double)n / t / 1e6;
     printf("{\"metric\":\"%s\",\"size\":%zu,\"unit\":\"%s\",\"value\":%.9g,"
            "\"iters\":%llu,\"seconds\":%.6f}\n", ops[op].name, s, ops[op].unit, v,
-           (unsigned long long)n, op == OP_PUT_LAT ? 2 * t : t);
+           (unsigned long long)n, op == OP_PUT_LAT || op == OP_PUTSIG_LAT ? 2 * t : t);
     fflush(stdout);
     rows++;
 }
@@ -245,7 +273,10 @@ static void serve(void)
         memset(scratch, 0, (size_t)ctl_cmd[1]);
         shmem_int_p(&ctl_ack, 2 * k - 1, 0);
         shmem_quiet();
-        pingpong((size_t)ctl_cmd[1], (uint64_t)ctl_cmd[2], (uint64_t)ctl_cmd[3], 0);
+        if (ctl_cmd[0] == OP_PUTSIG_LAT)
+            putsig_pingpong((uint64_t)ctl_cmd[2], (uint64_t)ctl_cmd[3], 0);
+        else
+            pingpong((size_t)ctl_cmd[1], (uint64_t)ctl_cmd[2], (uint64_t)ctl_cmd[3], 0);
         shmem_int_p(&ctl_ack, 2 * k, 0);
         shmem_quiet();
     }
@@ -329,7 +360,7 @@ int main(int argc, char **argv)
         double min_s = min_ms / 1e3;
         for (int op = 0; op < OP_COUNT; op++) {
             if (!want[op]) continue;
-            if (op == OP_FADD_LAT || op == OP_ADD_RATE || op == OP_PUT_RATE) {
+            if (op == OP_FADD_LAT || op == OP_ADD_RATE || op == OP_PUT_RATE || op == OP_PUTSIG_LAT) {
                 measure(op, 8, min_s);
                 continue;
             }

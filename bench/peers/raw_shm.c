@@ -19,6 +19,11 @@
  *   add_rate  windows of 64 non-fetching 64-bit adds, then a flush; Mops.
  *   put_rate  windows of 64 puts of 8 bytes (to 64 consecutive words), then
  *             a flush; Mops.
+ *   wake_lat  (either mode; not in the default list) the bare cost of waking a
+ *             sleeping process: ping-pong through two eventfds, each process
+ *             blocked in read(2) until the other's write(2); one-way = round
+ *             trip / 2.  The reference of a sleeping waiter (netvm's
+ *             trip_lat_sleep).
  * Every measurement first doubles its iteration count until one batch lasts
  * at least an eighth of --min-ms (that is the warm-up), then runs one timed
  * batch sized to last --min-ms.  The peer process sleeps in read(2) during
@@ -38,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
@@ -48,7 +54,7 @@
 
 enum { MODE_SHM, MODE_CMA };
 enum { OP_PUT_LAT, OP_GET_LAT, OP_FADD_LAT, OP_PUT_BW, OP_GET_BW, OP_ADD_RATE, OP_PUT_RATE,
-       OP_COUNT, OP_QUIT = 100 };
+       OP_WAKE_LAT, OP_COUNT, OP_QUIT = 100 };
 
 static const struct {
     const char *name, *unit;
@@ -63,6 +69,7 @@ static const struct {
     [OP_GET_BW]   = { "get_bw",   "MB/s", 32, 1, 0 },
     [OP_ADD_RATE] = { "add_rate", "Mops", 64, 0, 1 },
     [OP_PUT_RATE] = { "put_rate", "Mops", 64, 0, 0 },
+    [OP_WAKE_LAT] = { "wake_lat", "us",   1,  0, 0 },
 };
 
 struct cmd {
@@ -82,6 +89,7 @@ static pid_t    peer_pid;
 static int      cmd_fd, ack_fd;  /* pipes to and from the peer */
 static volatile uint64_t sink;
 static int      busy_target;   /* --busy-target: the peer spins between commands */
+static int      wake_in, wake_out; /* wake_lat: the eventfds this process reads and writes */
 
 #define barrier() __asm__ __volatile__("" ::: "memory")
 
@@ -192,9 +200,26 @@ static void pingpong_prepare(size_t s)
     memset(scratch, 0, s);
 }
 
+static void wake_pingpong(const struct cmd *c, int initiator)
+{
+    uint64_t one = 1, got;
+    for (uint64_t i = 0; i < c->iters; i++) {
+        if (initiator)
+            xwrite(wake_out, &one, sizeof one);
+        if (read(wake_in, &got, sizeof got) != (ssize_t)sizeof got)
+            die("eventfd read");
+        if (!initiator)
+            xwrite(wake_out, &one, sizeof one);
+    }
+}
+
 static void pingpong(const struct cmd *c, int initiator)
 {
     size_t s = c->size;
+    if (c->op == OP_WAKE_LAT) {
+        wake_pingpong(c, initiator);
+        return;
+    }
     for (uint64_t i = 0; i < c->iters; i++) {
         unsigned char v = seq_value(c->seq + i);
         if (initiator) {
@@ -216,7 +241,7 @@ static double run_batch(int op, size_t s, uint64_t n)
 {
     double t0, t1;
     unsigned w = ops[op].window;
-    if (op == OP_PUT_LAT) {
+    if (op == OP_PUT_LAT || op == OP_WAKE_LAT) {
         struct cmd c = { op, s, n, seq_next };
         char ack;
         seq_next += n;
@@ -299,7 +324,7 @@ static void measure(int op, size_t s, double min_s)
         if (t >= min_s * 0.9) break;
     }
     double v;
-    if (op == OP_PUT_LAT)               /* t is the one-way part already */
+    if (op == OP_PUT_LAT || op == OP_WAKE_LAT)   /* t is the one-way part already */
         v = t / (double)n * 1e6;
     else if (ops[op].unit[0] == 'u')
         v = t / (double)n * 1e6;
@@ -309,7 +334,7 @@ static void measure(int op, size_t s, double min_s)
         v = (double)n / t / 1e6;
     printf("{\"metric\":\"%s\",\"size\":%zu,\"unit\":\"%s\",\"value\":%.9g,"
            "\"iters\":%llu,\"seconds\":%.6f}\n", ops[op].name, s, ops[op].unit, v,
-           (unsigned long long)n, op == OP_PUT_LAT ? 2 * t : t);
+           (unsigned long long)n, op == OP_PUT_LAT || op == OP_WAKE_LAT ? 2 * t : t);
     fflush(stdout);
     rows++;
 }
@@ -379,7 +404,8 @@ static void usage(FILE *f)
         "  --min-ms     length of each timed batch (default 50)\n"
         "  --lat-sizes  default 8,64,512,4096,32768,262144,1048576,4194304\n"
         "  --bw-sizes   default 65536,1048576,4194304\n"
-        "  --metrics    put_lat,get_lat,fadd_lat,put_bw,get_bw,add_rate,put_rate (default all)\n"
+        "  --metrics    put_lat,get_lat,fadd_lat,put_bw,get_bw,add_rate,put_rate (default),\n"
+        "               wake_lat (eventfd ping-pong between sleeping processes)\n"
         "  --busy-target  the peer process spins between commands instead of sleeping\n");
 }
 
@@ -390,7 +416,7 @@ int main(int argc, char **argv)
     int want[OP_COUNT];
     nlat = parse_sizes("8,64,512,4096,32768,262144,1048576,4194304", lat, 32);
     nbw  = parse_sizes("65536,1048576,4194304", bw, 32);
-    for (int i = 0; i < OP_COUNT; i++) want[i] = 1;
+    for (int i = 0; i < OP_COUNT; i++) want[i] = i != OP_WAKE_LAT;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -441,6 +467,8 @@ int main(int argc, char **argv)
 
     int down[2], up[2], addr_pipe[2];
     if (pipe(down) || pipe(up) || pipe(addr_pipe)) die("pipe");
+    int to_child = eventfd(0, EFD_CLOEXEC), to_parent = eventfd(0, EFD_CLOEXEC);
+    if (to_child < 0 || to_parent < 0) die("eventfd");
     /* Yama may forbid the child from writing into its parent; allow it. */
     (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
     pid_t parent = getpid();
@@ -453,7 +481,9 @@ int main(int argc, char **argv)
         cmd_fd = down[0]; ack_fd = up[1];
         close(down[1]); close(up[0]);
         peer_pid = parent;
+        wake_in = to_child; wake_out = to_parent;
     } else {
+        wake_in = to_parent; wake_out = to_child;
         cmd_fd = down[1]; ack_fd = up[0];
         close(down[0]); close(up[1]);
         peer_pid = pid;
@@ -491,7 +521,7 @@ int main(int argc, char **argv)
     double min_s = min_ms / 1e3;
     for (int op = 0; op < OP_COUNT; op++) {
         if (!want[op] || (ops[op].shm_only && mode == MODE_CMA)) continue;
-        if (op == OP_FADD_LAT || op == OP_ADD_RATE || op == OP_PUT_RATE) {
+        if (op == OP_FADD_LAT || op == OP_ADD_RATE || op == OP_PUT_RATE || op == OP_WAKE_LAT) {
             measure(op, 8, min_s);
             continue;
         }
