@@ -6,6 +6,7 @@
 #include "util/membarrier.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
@@ -23,28 +24,29 @@ struct nv_ep_slot {
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-static struct nv_itree_node *table(const struct nv_ep *ep)
-{
-    return (struct nv_itree_node *)((char *)ep->h + ep->h->table_off);
-}
+static struct nv_ep_trip *states(const struct nv_ep *ep)    { return ep->states; }
+static struct nv_ep_counter *counters(const struct nv_ep *ep) { return ep->counters; }
 
-static struct nv_ep_trip *states(const struct nv_ep *ep)
-{
-    return (struct nv_ep_trip *)((char *)ep->h + ep->h->states_off);
-}
-
-static struct nv_ep_counter *counters(const struct nv_ep *ep)
-{
-    return (struct nv_ep_counter *)((char *)ep->h + ep->h->counters_off);
-}
-
-static void make_view(struct nv_ep *ep)
+/* Take the layout from a checked copy of the header. */
+static void make_view(struct nv_ep *ep, const struct nv_ep_hdr *layout)
 {
     struct nv_ep_hdr *h = ep->h;
     struct nv_mpsc q = { .head = &h->ring_head, .tail = &h->ring_tail,
-                         .slots = (uint8_t *)h + h->ring_off, .mask = h->ring_size - 1,
+                         .slots = (uint8_t *)h + layout->ring_off, .mask = layout->ring_size - 1,
                          .stride = sizeof(struct nv_ep_slot), .size = sizeof(struct nv_ep_rec) };
     ep->ring = q;
+    ep->table[0] = (struct nv_itree_node *)((char *)h + layout->table_off);
+    ep->table[1] = ep->table[0] + layout->trip_cap + 1;
+    ep->states = (struct nv_ep_trip *)((char *)h + layout->states_off);
+    ep->counters = (struct nv_ep_counter *)((char *)h + layout->counters_off);
+    ep->trip_cap = layout->trip_cap;
+    ep->ncounters = layout->ncounters;
+}
+
+/* [off, off + n * size) lies inside a block of len bytes. */
+static int fits(uint64_t off, uint64_t n, uint64_t size, uint64_t len)
+{
+    return off <= len && n <= (len - off) / size;
 }
 
 netvm_status_t nv_ep_create(struct nv_ep *ep, int rank, uint32_t ring_size, uint32_t trip_cap,
@@ -57,7 +59,7 @@ netvm_status_t nv_ep_create(struct nv_ep *ep, int rank, uint32_t ring_size, uint
         return NETVM_ERR_INVAL;
     size_t ring_off = round_up(sizeof(struct nv_ep_hdr), 4096);
     size_t table_off = round_up(ring_off + (size_t)ring_size * sizeof(struct nv_ep_slot), 4096);
-    size_t states_off = round_up(table_off + ((size_t)trip_cap + 1) * sizeof(struct nv_itree_node), 4096);
+    size_t states_off = round_up(table_off + 2 * ((size_t)trip_cap + 1) * sizeof(struct nv_itree_node), 4096);
     size_t counters_off = round_up(states_off + (size_t)trip_cap * sizeof(struct nv_ep_trip), 4096);
     size_t len = round_up(counters_off + (size_t)ncounters * sizeof(struct nv_ep_counter), 4096);
     ep->memfd = memfd_create("netvm-endpoint", MFD_CLOEXEC);
@@ -86,7 +88,7 @@ netvm_status_t nv_ep_create(struct nv_ep *ep, int rank, uint32_t ring_size, uint
     h->states_off = states_off;
     h->counters_off = counters_off;
     h->block_len = len;
-    make_view(ep);
+    make_view(ep, h);
     nv_mpsc_init(&ep->ring);
     __atomic_store_n(&h->magic, NV_EP_MAGIC, __ATOMIC_RELEASE);
     return NETVM_OK;
@@ -106,21 +108,23 @@ void nv_ep_destroy(struct nv_ep *ep)
 
 int nv_ep_attach(struct nv_ep *ep, void *base, size_t len, int wake_fd)
 {
-    struct nv_ep_hdr *h = base;
     memset(ep, 0, sizeof *ep);
     ep->memfd = -1;
     ep->wake_fd = wake_fd;
-    if (len < sizeof *h || __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != NV_EP_MAGIC ||
-        h->version != NV_EP_VERSION || h->block_len != len || h->ring_size < 2 ||
-        (h->ring_size & (h->ring_size - 1)) ||
-        h->ring_off + (uint64_t)h->ring_size * sizeof(struct nv_ep_slot) > len ||
-        h->table_off + ((uint64_t)h->trip_cap + 1) * sizeof(struct nv_itree_node) > len ||
-        h->states_off + (uint64_t)h->trip_cap * sizeof(struct nv_ep_trip) > len ||
-        h->counters_off + (uint64_t)h->ncounters * sizeof(struct nv_ep_counter) > len)
+    struct nv_ep_hdr c;   /* a copy: the owner can write the original while we check */
+    if (len < sizeof c)
         return -1;
-    ep->h = h;
+    memcpy(&c, base, offsetof(struct nv_ep_hdr, ring_head));
+    if (c.magic != NV_EP_MAGIC || c.version != NV_EP_VERSION || c.block_len != len ||
+        c.ring_size < 2 || (c.ring_size & (c.ring_size - 1)) || !c.trip_cap ||
+        !fits(c.ring_off, c.ring_size, sizeof(struct nv_ep_slot), len) ||
+        !fits(c.table_off, 2 * ((uint64_t)c.trip_cap + 1), sizeof(struct nv_itree_node), len) ||
+        !fits(c.states_off, c.trip_cap, sizeof(struct nv_ep_trip), len) ||
+        !fits(c.counters_off, c.ncounters, sizeof(struct nv_ep_counter), len))
+        return -1;
+    ep->h = base;
     ep->len = len;
-    make_view(ep);
+    make_view(ep, &c);
     return 0;
 }
 
@@ -179,24 +183,29 @@ static int collect(void *arg, uint64_t data, uint64_t start, uint64_t end)
     return m->n == MATCH_MAX;
 }
 
-/* Read the table under its sequence lock: the matches from the skip-th on. */
+/* Read the current copy of the table: the matches from the skip-th on.
+ * Retried only if the owner finished a change and began another one into
+ * the copy being read; never waits for the owner. */
 static void match(struct nv_ep *ep, uint64_t lo, uint64_t hi, struct matches *m)
 {
     struct nv_ep_hdr *h = ep->h;
     for (unsigned tries = 0;; tries++) {
         uint64_t s1 = atomic_load_explicit(&h->table_seq, memory_order_acquire);
+        unsigned cur = (unsigned)(s1 >> 1) & 1;
+        uint32_t n = atomic_load_explicit(&h->table_n[cur], memory_order_relaxed);
+        if (n > ep->trip_cap)
+            n = ep->trip_cap;
         m->n = m->seen = 0;
-        if (!(s1 & 1)) {
-            uint32_t n = atomic_load_explicit(&h->table_n, memory_order_relaxed);
-            if (n > h->trip_cap)
-                n = h->trip_cap;
-            nv_itree_query(table(ep), n, lo, hi, collect, m);
-            atomic_thread_fence(memory_order_acquire);
-            if (atomic_load_explicit(&h->table_seq, memory_order_relaxed) == s1)
-                return;
-        }
-        if (tries > 100000) {
-            /* the owner died while changing its table */
+        nv_itree_query(ep->table[cur], n, lo, hi, collect, m);
+        atomic_thread_fence(memory_order_acquire);
+        uint64_t s2 = atomic_load_explicit(&h->table_seq, memory_order_relaxed);
+        /* our copy is rewritten only from the second change after an even
+         * s1 (the first goes into the other copy), the first after an odd */
+        if (s2 - s1 < ((s1 & 1) ? 2u : 3u))
+            return;
+        if (tries > 1000) {
+            /* a table changing faster than it can be read: the owner is
+             * misbehaving; its tripwires do not fire for this access */
             m->n = 0;
             return;
         }
@@ -206,7 +215,7 @@ static void match(struct nv_ep *ep, uint64_t lo, uint64_t hi, struct matches *m)
 static void fire(struct nv_ep *ep, uint32_t id, uint32_t gen, int src_rank, uint64_t addr, uint64_t len,
                  unsigned access, int *woke)
 {
-    if (id >= ep->h->trip_cap)
+    if (id >= ep->trip_cap)
         return;
     struct nv_ep_trip *t = &states(ep)[id];
     uint64_t w = atomic_load_explicit(&t->word, memory_order_acquire);
@@ -252,7 +261,7 @@ void nv_ep_access(struct nv_ep *ep, int src_rank, uint64_t addr, uint64_t len, u
 
 netvm_status_t nv_ep_count(struct nv_ep *ep, int src_rank, uint32_t c, uint64_t n)
 {
-    if (c >= ep->h->ncounters)
+    if (c >= ep->ncounters)
         return NETVM_ERR_INVAL;
     struct nv_ep_counter *k = &counters(ep)[c];
     /* pairs with the owner's store of armed then load of pending */
@@ -298,33 +307,47 @@ int nv_ep_arm_fd(struct nv_ep *ep)
     return 0;
 }
 
-static void table_write_begin(struct nv_ep_hdr *h)
+/* A change of the table: write the copy readers do not use, starting from
+ * the current one, then make it current. */
+static struct nv_itree_node *table_change_begin(struct nv_ep *ep, uint32_t *n)
 {
+    struct nv_ep_hdr *h = ep->h;
     uint64_t s = atomic_load_explicit(&h->table_seq, memory_order_relaxed);
+    unsigned cur = (unsigned)(s >> 1) & 1;
     atomic_store_explicit(&h->table_seq, s + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
+    struct nv_itree_node *from = ep->table[cur], *to = ep->table[cur ^ 1];
+    *n = atomic_load_explicit(&h->table_n[cur], memory_order_relaxed);
+    for (uint32_t i = 0; i < *n; i++) {
+        __atomic_store_n(&to[i].start, __atomic_load_n(&from[i].start, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+        __atomic_store_n(&to[i].end, __atomic_load_n(&from[i].end, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+        __atomic_store_n(&to[i].data, __atomic_load_n(&from[i].data, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    }
+    return to;
 }
 
-static void table_write_end(struct nv_ep_hdr *h)
+static void table_change_end(struct nv_ep *ep, struct nv_itree_node *to, uint32_t n)
 {
+    struct nv_ep_hdr *h = ep->h;
+    nv_itree_build(to, n);
     uint64_t s = atomic_load_explicit(&h->table_seq, memory_order_relaxed);
+    unsigned next = (unsigned)((s + 1) >> 1) & 1;
+    atomic_store_explicit(&h->table_n[next], n, memory_order_relaxed);
     atomic_store_explicit(&h->table_seq, s + 1, memory_order_release);
+    atomic_store_explicit(&h->trips, n, memory_order_release);
 }
 
 void nv_ep_trip_add(struct nv_ep *ep, uint32_t id, uint32_t gen, unsigned flags, uint64_t user,
                     uint64_t start, uint64_t end)
 {
-    struct nv_ep_hdr *h = ep->h;
     struct nv_ep_trip *t = &states(ep)[id];
     atomic_store_explicit(&t->claimed, 0, memory_order_relaxed);
     atomic_store_explicit(&t->user, user, memory_order_relaxed);
     atomic_store_explicit(&t->word, NV_TRIP_WORD(gen, flags | NV_TRIP_LIVE), memory_order_release);
-    table_write_begin(h);
-    uint32_t n = atomic_load_explicit(&h->table_n, memory_order_relaxed);
-    n = (uint32_t)nv_itree_insert(table(ep), n, start, end, (uint64_t)id << 32 | gen);
-    nv_itree_build(table(ep), n);
-    atomic_store_explicit(&h->table_n, n, memory_order_relaxed);
-    table_write_end(h);
+    uint32_t n;
+    struct nv_itree_node *to = table_change_begin(ep, &n);
+    n = (uint32_t)nv_itree_insert(to, n, start, end, (uint64_t)id << 32 | gen);
+    table_change_end(ep, to, n);
     /* the owner looks at its memory next: every access either sees this
      * table or wrote before the owner looks */
     nv_fence_heavy();
@@ -332,16 +355,13 @@ void nv_ep_trip_add(struct nv_ep *ep, uint32_t id, uint32_t gen, unsigned flags,
 
 void nv_ep_trip_del(struct nv_ep *ep, uint32_t id, uint64_t start)
 {
-    struct nv_ep_hdr *h = ep->h;
     struct nv_ep_trip *t = &states(ep)[id];
     uint64_t w = atomic_load_explicit(&t->word, memory_order_relaxed);
     atomic_store_explicit(&t->word, w & ~(uint64_t)NV_TRIP_LIVE, memory_order_release);
-    table_write_begin(h);
-    uint32_t n = atomic_load_explicit(&h->table_n, memory_order_relaxed);
-    n = (uint32_t)nv_itree_remove(table(ep), n, start, (uint64_t)id << 32 | NV_TRIP_GEN(w));
-    nv_itree_build(table(ep), n);
-    atomic_store_explicit(&h->table_n, n, memory_order_relaxed);
-    table_write_end(h);
+    uint32_t n;
+    struct nv_itree_node *to = table_change_begin(ep, &n);
+    n = (uint32_t)nv_itree_remove(to, n, start, (uint64_t)id << 32 | NV_TRIP_GEN(w));
+    table_change_end(ep, to, n);
 }
 
 uint64_t nv_ep_counter_arm(struct nv_ep *ep, uint32_t c)
@@ -355,7 +375,7 @@ uint64_t nv_ep_counter_arm(struct nv_ep *ep, uint32_t c)
 
 uint64_t nv_ep_counter_take(struct nv_ep *ep, uint32_t c)
 {
-    if (c >= ep->h->ncounters)
+    if (c >= ep->ncounters)
         return 0;
     struct nv_ep_counter *k = &counters(ep)[c];
     if (!atomic_load_explicit(&k->armed, memory_order_relaxed))

@@ -8,8 +8,8 @@
  *   header    the ring's positions, the wake-up words, the tripwire table's
  *             sequence lock
  *   ring      events (MPSC ring of nv_ep_rec)
- *   table     armed tripwires, an interval index (util/itree) sorted by
- *             address: O(log n) per access
+ *   tables    armed tripwires, an interval index (util/itree) sorted by
+ *             address: O(log n) per access; two copies (see table_seq)
  *   states    one entry per tripwire id: flags, generation, user value, and
  *             the once-only claim
  *   counters  counting notifications: pending count and armed flag
@@ -98,9 +98,14 @@ struct nv_ep_hdr {
     _Atomic uint32_t wake_seq;
     _Atomic uint32_t wake_sleepers;
     _Atomic uint64_t overflow;  /* events lost to a full ring, not yet reported */
-    /* the table: odd while the owner changes it */
+    /* the table, in two copies: a change is written into the copy readers
+     * are not using, then made current, so a reader never waits for the
+     * owner (who may be descheduled, or dead, in the middle of a change).
+     * table_seq: even, copy (seq / 2) & 1 is current; odd, the owner is
+     * writing the other one. trips: entries in the current copy. */
     _Atomic uint64_t table_seq __attribute__((aligned(64)));
-    _Atomic uint32_t table_n;
+    _Atomic uint32_t table_n[2];
+    _Atomic uint32_t trips;
 };
 
 /* A process's handle on a block (its own, or a peer's it mapped). */
@@ -110,7 +115,13 @@ struct nv_ep {
     int               memfd;     /* owner: the block's memfd */
     int               wake_fd;   /* owner: the eventfd; peer: our dup of it */
     int               owner;
-    struct nv_mpsc    ring;
+    /* the layout, read once (checked, for a peer's block) and never again
+     * from memory the block's owner can still write */
+    struct nv_mpsc        ring;
+    struct nv_itree_node *table[2];
+    struct nv_ep_trip    *states;
+    struct nv_ep_counter *counters;
+    uint32_t              trip_cap, ncounters;
 };
 
 /* --- the owner ----------------------------------------------------------- */
@@ -161,7 +172,7 @@ netvm_status_t nv_ep_count(struct nv_ep *ep, int src_rank, uint32_t c, uint64_t 
 /* Fast check: is any tripwire armed? (skips the fence when not) */
 static inline int nv_ep_has_trips(const struct nv_ep *ep)
 {
-    return atomic_load_explicit(&ep->h->table_n, memory_order_relaxed) != 0;
+    return atomic_load_explicit(&ep->h->trips, memory_order_relaxed) != 0;
 }
 
 /* Before an access that may fire: start fetching the ring slot the event

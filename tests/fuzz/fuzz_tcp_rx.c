@@ -1,6 +1,7 @@
 /* libFuzzer target: a tcp link connection's whole receive path — framing,
- * decoding, the target's checks, payloads landing in memory, replies — fed
- * arbitrary bytes through a socket pair. Whatever arrives, the process must
+ * decoding, the target's checks, payloads landing in memory, tripwires
+ * matched and events posted, replies — fed arbitrary bytes through a socket
+ * pair. Whatever arrives, the process must
  * not crash or write outside the one exported buffer; a bad frame only
  * closes the connection. */
 #define _GNU_SOURCE
@@ -42,13 +43,21 @@ static netvm_status_t lookup(void *arg, const char *name, uint32_t slot, uint64_
     return NETVM_OK;
 }
 
+static struct nv_ep ep;   /* the target's event queue, with tripwires over the buffer */
+
 static struct tcp_link *link_once(void)
 {
     static struct nv_link *l;
     if (!l) {
         static const uint8_t secret[32] = { 1 };
+        if (nv_ep_create(&ep, 0, 64, 16, 4) != NETVM_OK)
+            abort();
+        for (uint32_t id = 0; id < 4; id++)   /* persistent, once-only, reads, writes; one past the end */
+            nv_ep_trip_add(&ep, id, 1, id == 0 ? NETVM_TRIP_RW : id == 1 ? NETVM_TRIP_WRITE | NETVM_TRIP_ONCE
+                                       : id == 2 ? NETVM_TRIP_READ : NETVM_TRIP_WRITE,
+                           id, (uintptr_t)exported + id * 1000, (uintptr_t)exported + id * 1000 + 1500);
         struct nv_tcp_params p = { .timeout_ms = 1000, .secret = secret, .secret_len = 32,
-                                   .max_segments = 16, .bind_addr = "127.0.0.1" };
+                                   .max_segments = 16, .bind_addr = "127.0.0.1", .ep = &ep };
         struct nv_link_upcalls up = { .am = am, .peer_down = down, .complete = complete,
                                       .translate = translate, .lookup = lookup };
         struct nv_tcp_card card;
@@ -83,6 +92,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tcp_rx(c);
     t->conns[1] = NULL;
     tcp_conn_free(c);
+    struct nv_ep_rec r;
+    while (nv_ep_pop(&ep, &r))
+        if (r.type != NETVM_EV_TRIPWIRE && r.type != NETVM_EV_COMPLETER && r.type != NETVM_EV_RESPONDER)
+            abort();   /* a peer's frames can only cause these */
+    nv_ep_take_overflow(&ep);
     close(sv[0]);
     return 0;
 }
