@@ -40,6 +40,9 @@ const uint8_t *nv_boot_secret(const nv_boot_t *boot);
  * at all + r*len. Collective. */
 netvm_status_t nv_boot_allgather(nv_boot_t *boot, const void *mine, size_t len, void *all);
 netvm_status_t nv_boot_barrier(nv_boot_t *boot);
+/* Run fn(arg) about every millisecond while a collective waits for the
+ * launcher (fn NULL: just wait). */
+void           nv_boot_set_idle(nv_boot_t *boot, void (*fn)(void *arg), void *arg);
 /* After a collective returned NETVM_ERR_PEER: a rank that died or left (in
  * allgather its slot is zero-filled); -1 when the last collective had none. */
 int            nv_boot_dead_rank(const nv_boot_t *boot);

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -33,7 +34,34 @@ struct nv_boot {
     int      dead_rank;     /* reported by the last collective, else -1 */
     char     job_id[NV_BOOT_JOB_ID_MAX + 1];
     uint8_t  secret[NV_BOOT_SECRET_LEN];
+    void   (*idle)(void *arg);  /* run while a collective waits (see nv_boot_set_idle) */
+    void    *idle_arg;
 };
+
+void nv_boot_set_idle(nv_boot_t *b, void (*fn)(void *arg), void *arg)
+{
+    if (b) {
+        b->idle = fn;
+        b->idle_arg = arg;
+    }
+}
+
+/* Until the launcher's answer is readable, run the idle hook every
+ * millisecond (a process without a progress thread serves its peers). */
+static netvm_status_t wait_answer(nv_boot_t *b, uint64_t deadline)
+{
+    if (!b->idle)
+        return NETVM_OK;
+    for (;;) {
+        b->idle(b->idle_arg);
+        uint64_t slice = nv_now_ns() + 1000000ull;
+        netvm_status_t st = nv_boot_wait_fd(b->fd, POLLIN, deadline && deadline < slice ? deadline : slice);
+        if (st != NETVM_ERR_TIMEOUT)
+            return st;
+        if (deadline && nv_now_ns() >= deadline)
+            return st;
+    }
+}
 
 /* --- environment ------------------------------------------------------ */
 
@@ -293,6 +321,8 @@ static netvm_status_t exchange(nv_boot_t *b, const struct nv_boot_msg *req, uint
     }
     uint64_t deadline = deadline_of(b->timeout_ms);
     netvm_status_t st = send_msg(b, req, deadline);
+    if (st == NETVM_OK)
+        st = wait_answer(b, deadline);
     if (st == NETVM_OK)
         st = recv_msg(b, deadline, frame, r);
     if (st == NETVM_OK && r->type == NV_BOOT_MSG_RESULT && r->u.result.status != NETVM_OK) {

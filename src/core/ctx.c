@@ -38,6 +38,11 @@ static void release_all(netvm_ctx_t *ctx)
     free(ctx);
 }
 
+static void serve_while_waiting(void *arg)
+{
+    netvm_progress(arg);
+}
+
 netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
 {
     if (!out)
@@ -79,6 +84,10 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
         st = nv_links_connect(ctx, &sp, timeout_ms);
     if (st == NETVM_OK)
         st = nv_progress_start(ctx);
+    /* without a progress thread, a rank waiting in a barrier must still
+     * serve its peers (tcp puts and gets need the target's engine) */
+    if (st == NETVM_OK && !ctx->have_thread)
+        nv_boot_set_idle(ctx->boot, serve_while_waiting, ctx);
     /* nobody may touch a peer before every peer can be touched */
     if (st == NETVM_OK)
         st = nv_boot_barrier(ctx->boot);

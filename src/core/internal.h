@@ -67,7 +67,10 @@ struct nv_counter_handler {
     void            *arg;
 };
 
-enum { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_DONE };
+/* PENDING | ANSWERING: the link is writing the answer (a get's data) into
+ * the caller's buffer; only the link's completion or the peer's death ends
+ * it, never a timeout. */
+enum { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_DONE, NV_REQ_ANSWERING = 0x200 };
 
 struct netvm_req {
     _Atomic uint32_t state;    /* NV_REQ_*; also the futex word a sleeping waiter waits on */
@@ -158,6 +161,7 @@ const char    *nv_link_name(const netvm_ctx_t *ctx, int rank);
 void           nv_am_upcall(void *arg, int src_rank, const uint8_t *msg, size_t len);
 void           nv_peer_down_upcall(void *arg, int rank);
 void           nv_complete_upcall(void *arg, void *token, netvm_status_t st);
+int            nv_claim_upcall(void *arg, void *token);
 netvm_status_t nv_translate_upcall(void *arg, uint32_t slot, uint64_t key, uint64_t off, uint64_t len,
                                    unsigned need, uint64_t *addr);
 /* seg.c */
@@ -226,6 +230,11 @@ struct netvm_req  *nv_req_alloc(netvm_ctx_t *ctx, int rank, uint64_t *result);
 void               nv_req_free(struct netvm_req *req);
 /* Complete a pending request exactly once (from any thread); 0 if it was not pending. */
 int                nv_req_complete(struct netvm_req *req, netvm_status_t st, uint64_t result);
+/* Give up on a request (timeout): as nv_req_complete, unless its answer is
+ * already arriving. */
+int                nv_req_give_up(struct netvm_req *req, netvm_status_t st);
+/* The link starts writing req's answer: 1 if it may (nv_req_give_up then fails). */
+int                nv_req_claim(struct netvm_req *req);
 struct netvm_req  *nv_req_lookup(netvm_ctx_t *ctx, uint32_t id);
 /* Give a request away: whoever completes it posts its events (ev_*), and
  * the pool takes it back. */

@@ -59,7 +59,8 @@ netvm_status_t nv_links_connect(netvm_ctx_t *ctx, const void *shm_params, int ti
     if (st != NETVM_OK)
         return st;
     struct nv_link_upcalls up = { .arg = ctx, .am = nv_am_upcall, .peer_down = nv_peer_down_upcall,
-                                  .complete = nv_complete_upcall, .translate = nv_translate_upcall,
+                                  .complete = nv_complete_upcall, .claim = nv_claim_upcall,
+                                  .translate = nv_translate_upcall,
                                   .lookup = nv_lookup_upcall };
     struct card mine = { 0 }, *all = calloc((size_t)ctx->size, sizeof *all);
     uint8_t *use_shm = calloc((size_t)ctx->size, 1), *use_tcp = calloc((size_t)ctx->size, 1);

@@ -147,6 +147,12 @@ void nv_complete_upcall(void *arg, void *token, netvm_status_t st)
     nv_req_complete(token, st, 0);
 }
 
+int nv_claim_upcall(void *arg, void *token)
+{
+    (void)arg;
+    return nv_req_claim(token);
+}
+
 netvm_status_t nv_translate_upcall(void *arg, uint32_t slot, uint64_t key, uint64_t off, uint64_t len,
                                    unsigned need, uint64_t *addr)
 {
@@ -162,7 +168,7 @@ void nv_peer_down_upcall(void *arg, int rank)
     /* nothing more will come from it: fail what waits on it */
     for (uint32_t i = 0; i < ctx->nreqs; i++) {
         struct netvm_req *r = &ctx->reqs[i];
-        if (atomic_load(&r->state) == NV_REQ_PENDING && r->rank == rank)
+        if ((atomic_load(&r->state) & 0xff) == NV_REQ_PENDING && r->rank == rank)
             nv_req_complete(r, NETVM_ERR_PEER, 0);
     }
 }
@@ -299,7 +305,7 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
             if ((iter & 4095) == 0) {
                 check_peer(ctx, r->rank);
                 if (nv_now_ns() - r->issued_ns > ctx->timeout_ns)
-                    nv_req_complete(r, NETVM_ERR_TIMEOUT, 0);
+                    nv_req_give_up(r, NETVM_ERR_TIMEOUT);
                 if (!ctx->have_thread)
                     sched_yield();
             }
@@ -321,8 +327,8 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
         if (!req_done(r)) {
             check_peer(ctx, r->rank);
             if (nv_now_ns() - r->issued_ns > ctx->timeout_ns) {
-                nv_warn("rank %d did not answer within NETVM_TIMEOUT", r->rank);
-                nv_req_complete(r, NETVM_ERR_TIMEOUT, 0);
+                if (nv_req_give_up(r, NETVM_ERR_TIMEOUT))
+                    nv_warn("rank %d did not answer within NETVM_TIMEOUT", r->rank);
             }
         }
     }

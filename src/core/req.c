@@ -80,12 +80,34 @@ void nv_req_free(struct netvm_req *r)
     ctx->free_req = r->index;
 }
 
-int nv_req_complete(struct netvm_req *r, netvm_status_t st, uint64_t result)
+int nv_req_claim(struct netvm_req *r)
 {
     uint32_t pending = NV_REQ_PENDING;
-    /* claim first: a reply and a peer-down (or timeout) may race */
-    if (!atomic_compare_exchange_strong(&r->state, &pending, NV_REQ_PENDING | 0x100))
-        return 0;
+    return atomic_compare_exchange_strong(&r->state, &pending, NV_REQ_PENDING | NV_REQ_ANSWERING);
+}
+
+static int finish(struct netvm_req *r, netvm_status_t st, uint64_t result, int give_up);
+
+int nv_req_give_up(struct netvm_req *r, netvm_status_t st)
+{
+    return finish(r, st, 0, 1);
+}
+
+int nv_req_complete(struct netvm_req *r, netvm_status_t st, uint64_t result)
+{
+    return finish(r, st, result, 0);
+}
+
+static int finish(struct netvm_req *r, netvm_status_t st, uint64_t result, int give_up)
+{
+    /* take it first: a reply and a peer-down (or timeout) may race; an
+     * answer being written can only be ended by its own completion */
+    uint32_t s = NV_REQ_PENDING;
+    if (!atomic_compare_exchange_strong(&r->state, &s, NV_REQ_PENDING | 0x100)) {
+        s = NV_REQ_PENDING | NV_REQ_ANSWERING;
+        if (give_up || !atomic_compare_exchange_strong(&r->state, &s, NV_REQ_PENDING | 0x100))
+            return 0;
+    }
     r->status = st;
     if (r->result && st == NETVM_OK)
         *r->result = result;

@@ -54,7 +54,7 @@ netvm_status_t nv_reserve_req(netvm_ctx_t *ctx, int rank, uint64_t *result, stru
         /* complete the oldest request to this peer to free a credit */
         for (uint32_t i = 0; i < ctx->nreqs; i++) {
             struct netvm_req *r = &ctx->reqs[i];
-            if (atomic_load(&r->state) == NV_REQ_PENDING && r->rank == rank) {
+            if ((atomic_load(&r->state) & 0xff) == NV_REQ_PENDING && r->rank == rank) {
                 nv_progress_wait_req(ctx, r);
                 break;
             }

@@ -78,6 +78,10 @@ struct nv_link_upcalls {
     void (*peer_down)(void *arg, int rank);
     /* a pending operation finished */
     void (*complete)(void *arg, void *token, netvm_status_t st);
+    /* the answer to a pending operation begins to arrive: 1 if it still
+     * waits (from now on it cannot time out: its buffer is being written),
+     * 0 if it was given up (the link drops the answer) */
+    int  (*claim)(void *arg, void *token);
     /* target side, for links whose target executes accesses: check an access
      * against this process's ATU and translate it */
     netvm_status_t (*translate)(void *arg, uint32_t slot, uint64_t key, uint64_t off,

@@ -18,6 +18,7 @@ static uint8_t exported[4096];
 static void am(void *arg, int src, const uint8_t *msg, size_t len) { (void)arg; (void)src; (void)msg; (void)len; }
 static void down(void *arg, int rank) { (void)arg; (void)rank; }
 static void complete(void *arg, void *token, netvm_status_t st) { (void)arg; (void)token; (void)st; }
+static int claim(void *arg, void *token) { (void)arg; (void)token; return 1; }
 
 static netvm_status_t translate(void *arg, uint32_t slot, uint64_t key, uint64_t off, uint64_t len,
                                 unsigned need, uint64_t *addr)
@@ -58,7 +59,7 @@ static struct tcp_link *link_once(void)
                            id, (uintptr_t)exported + id * 1000, (uintptr_t)exported + id * 1000 + 1500);
         struct nv_tcp_params p = { .timeout_ms = 1000, .secret = secret, .secret_len = 32,
                                    .max_segments = 16, .bind_addr = "127.0.0.1", .ep = &ep };
-        struct nv_link_upcalls up = { .am = am, .peer_down = down, .complete = complete,
+        struct nv_link_upcalls up = { .am = am, .peer_down = down, .complete = complete, .claim = claim,
                                       .translate = translate, .lookup = lookup };
         struct nv_tcp_card card;
         if (nv_tcp_link_open(&l, 0, 2, &p, &up, &card) != NETVM_OK)

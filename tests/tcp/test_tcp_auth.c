@@ -18,6 +18,7 @@
 static void am(void *a, int s, const uint8_t *m, size_t l) { (void)a; (void)s; (void)m; (void)l; }
 static void down(void *a, int r) { (void)a; (void)r; }
 static void complete(void *a, void *t, netvm_status_t st) { (void)a; (void)t; (void)st; }
+static int claim(void *a, void *t) { (void)a; (void)t; return 1; }
 static netvm_status_t translate(void *a, uint32_t s, uint64_t k, uint64_t o, uint64_t l, unsigned n, uint64_t *x)
 { (void)a; (void)s; (void)k; (void)o; (void)l; (void)n; (void)x; return NETVM_ERR_KEY; }
 static netvm_status_t lookup(void *a, const char *nm, uint32_t s, uint64_t k, struct nv_seg_desc *d)
@@ -36,7 +37,7 @@ static void open_side(struct side *s)
 {
     struct nv_tcp_params p = { .timeout_ms = 3000, .secret = s->secret, .secret_len = 32,
                                .max_segments = 8, .bind_addr = "127.0.0.1" };
-    struct nv_link_upcalls up = { .am = am, .peer_down = down, .complete = complete,
+    struct nv_link_upcalls up = { .am = am, .peer_down = down, .complete = complete, .claim = claim,
                                   .translate = translate, .lookup = lookup };
     CHECK_OK(nv_tcp_link_open(&s->link, s->rank, 2, &p, &up, &s->card));
 }

@@ -103,8 +103,11 @@ static void begin_answer(struct tcp_conn *c)
 {
     struct tcp_link *t = c->link;
     struct tcp_pending *p = tcp_pending_take(t, c->h.req_id, c->h.kind, c->rank);
-    if (!p) {
-        tcp_conn_fail(c, "answer to no request");
+    c->answer_token = NULL;
+    if (!p || !t->base.up.claim(t->base.up.arg, p->token)) {
+        /* a late answer to a request that timed out: its payload (if any)
+         * is drained, the connection stays */
+        nv_debug("tcp link: late answer from rank %d dropped", c->rank);
         return;
     }
     if (c->h.kind == NV_TCP_GET_RESP && c->h.status == NETVM_OK) {
@@ -198,7 +201,8 @@ void tcp_frame_end(struct tcp_conn *c)
     case NV_TCP_GET_RESP:
     case NV_TCP_FLUSH_ACK:
     case NV_TCP_IMPORT_RESP: {
-        t->base.up.complete(t->base.up.arg, c->answer_token, c->frame_status);
+        if (c->answer_token)
+            t->base.up.complete(t->base.up.arg, c->answer_token, c->frame_status);
         break;
     }
     case NV_TCP_AM:
