@@ -20,7 +20,9 @@
  * memory, tcp for loopback TCP), maps an 8 KiB buffer with ucp_mem_map
  * (UCP_MEM_MAP_ALLOCATE, so that shared-memory transports can map it), and
  * the two exchange worker address, buffer address and packed rkey over a
- * socketpair.  Commands and acknowledgements go over the same socketpair.
+ * socketpair.  Commands and acknowledgements go over the same socketpair;
+ * a process waiting on it keeps progressing its worker (over tcp the other
+ * process's last put may need it to complete).
  * Each measurement doubles its count until a batch lasts --min-ms / 8 (the
  * warm-up), then times one batch sized to last --min-ms.
  *
@@ -32,6 +34,7 @@
 #include <ucp/api/ucp.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -102,6 +105,29 @@ static void xread(void *p, size_t n)
         if (r <= 0) die("socket read");
         c += r;
         n -= (size_t)r;
+    }
+}
+
+/* Read from the socket while progressing the worker: over tcp a put's local
+ * completion can need the other side's worker, so neither process may block
+ * in read(2) while the other still waits for one of its requests. */
+static void xread_progress(void *p, size_t n)
+{
+    char *c = p;
+    while (n) {
+        struct pollfd pfd = { .fd = sock, .events = POLLIN };
+        int r = poll(&pfd, 1, 0);
+        if (r < 0 && errno != EINTR) die("poll");
+        if (r <= 0) {
+            ucp_worker_progress(worker);
+            continue;
+        }
+        ssize_t k = read(sock, c, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k == 0) errno = EPIPE;
+        if (k <= 0) die("socket read");
+        c += k;
+        n -= (size_t)k;
     }
 }
 
@@ -204,7 +230,7 @@ static void setup(void)
     wait_req(ucp_ep_flush_nbx(ep, &rp), "ucp_ep_flush_nbx");
     char c = 1;
     xwrite(&c, 1);
-    xread(&c, 1);
+    xread_progress(&c, 1);
 }
 
 /* data put, fence, flag put; then wait for both to complete locally */
@@ -250,7 +276,7 @@ static void serve(void)
 {
     for (;;) {
         struct cmd c;
-        xread(&c, sizeof c);
+        xread_progress(&c, sizeof c);
         if (c.op == 0)
             return;
         char ack = 1;
@@ -268,11 +294,11 @@ static double batch(uint64_t n)
     char ack;
     seq_next += n;
     xwrite(&c, sizeof c);
-    xread(&ack, 1);
+    xread_progress(&ack, 1);
     double t0 = now();
     pingpong(&c, 1);
     double t = now() - t0;
-    xread(&ack, 1);
+    xread_progress(&ack, 1);
     return t;
 }
 
@@ -282,7 +308,7 @@ static void teardown(void)
     wait_req(ucp_ep_flush_nbx(ep, &rp), "ucp_ep_flush_nbx");
     char c = 1;
     xwrite(&c, 1);          /* both flushed: neither needs the other's progress now */
-    xread(&c, 1);
+    xread_progress(&c, 1);
     ucp_rkey_destroy(rkey);
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
