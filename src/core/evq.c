@@ -206,8 +206,14 @@ netvm_status_t netvm_evq_arm(netvm_ctx_t *ctx)
         return NETVM_ERR_INVAL;
     if (ctx->stash.len)
         return NETVM_ERR_AGAIN;
-    /* what gathered for sending leaves before the caller sleeps */
+    /* what gathered for sending leaves before the caller sleeps, and
+     * links that stopped waking the progress thread while the application
+     * polled (tcp) wake it again */
     netvm_progress(ctx);
+    for (int i = 0; i < ctx->nlinks; i++) {
+        ctx->links[i]->ops->reply_wait_enter(ctx->links[i]);
+        ctx->links[i]->ops->reply_wait_leave(ctx->links[i]);
+    }
     return nv_ep_arm_fd(&ctx->ep) ? NETVM_ERR_AGAIN : NETVM_OK;
 }
 
@@ -238,11 +244,11 @@ netvm_status_t nv_evq_wait_until(netvm_ctx_t *ctx, int (*done)(void *arg), void 
     uint64_t start = nv_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
     uint64_t spin_until = spin ? start + ctx->spin_ns : start;
-    for (unsigned iter = 0;; iter++) {
+    for (;;) {
         drain(ctx, 0, NULL);
         if (done && done(arg))
             return NETVM_OK;
-        uint64_t now = (iter & 15) == 0 || !spin ? nv_now_ns() : start;
+        uint64_t now = nv_now_ns();
         if (now >= deadline)
             return NETVM_ERR_TIMEOUT;
         if (now < spin_until) {

@@ -52,7 +52,12 @@ static netvm_status_t deliver(netvm_ctx_t *ctx, int rank, unsigned kind, uint32_
                        .slot = id, .operand = value };
     uint8_t buf[NV_AM_SIZE];
     nv_am_encode(&m, buf);
-    return l->ops->am_send(l, rank, buf, 0);
+    netvm_status_t st = l->ops->am_send(l, rank, buf, 0);
+    /* a link that gathers small frames sends them now: the caller may
+     * only poll its event queue from here on */
+    if (st == NETVM_OK && (l->ops->caps & NV_LINK_CAP_ASYNC))
+        l->ops->poll(l, rank);
+    return st;
 }
 
 netvm_status_t netvm_notify(netvm_ctx_t *ctx, int rank, uint64_t value)

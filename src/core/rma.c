@@ -138,6 +138,8 @@ static netvm_status_t launched(struct netvm_req *q, netvm_status_t st)
 {
     if (st == NV_LINK_PENDING)
         return NETVM_OK;
+    if (st != NETVM_OK)
+        q->ev_kinds = 0;         /* the error is returned: no event follows */
     nv_req_complete(q, st, 0);   /* posts its events; the pool takes it back */
     return st;
 }
@@ -151,7 +153,7 @@ static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, c
     if (!is_async(r)) {
         /* complete at the target on return */
         netvm_status_t st = l->ops->put(l, &r->d, off, src, len, remote, NULL, 0, note);
-        if (ev->kinds)
+        if (ev->kinds && st == NETVM_OK)   /* an error is returned, not also posted */
             post_own(ctx, r->d.rank, r, off, len, ev->kinds, ev->tag, st);
         return st;
     }
@@ -159,18 +161,15 @@ static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, c
         return l->ops->put(l, &r->d, off, src, len, 0, NULL, 0, note);
     struct netvm_req *q;
     netvm_status_t st = nv_reserve_req(ctx, r->d.rank, NULL, &q);
-    if (st != NETVM_OK) {
-        if (ev->kinds)
-            post_own(ctx, r->d.rank, r, off, len, ev->kinds, ev->tag, st);
+    if (st != NETVM_OK)
         return st;
-    }
     if (!remote) {
         /* its events come at remote completion, whoever sees it */
         detach(q, r, off, len, ev);
         return launched(q, l->ops->put(l, &r->d, off, src, len, 1, q, nv_req_id(q), note));
     }
     st = nv_finish_req(ctx, q, l->ops->put(l, &r->d, off, src, len, 1, q, nv_req_id(q), note));
-    if (ev->kinds)
+    if (ev->kinds && st == NETVM_OK)
         post_own(ctx, r->d.rank, r, off, len, ev->kinds, ev->tag, st);
     return st;
 }
@@ -252,7 +251,7 @@ netvm_status_t nv_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off
     struct nv_link *l = src->link;
     if (!is_async(src)) {
         st = l->ops->get(l, &src->d, off, dst, len, NULL, 0, np);
-        if (ev.kinds)
+        if (ev.kinds && st == NETVM_OK)
             post_own(ctx, src->d.rank, src, off, len, ev.kinds, tag, st);
         return st;
     }
@@ -332,18 +331,15 @@ netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_at
         st = r->link->ops->atomic(r->link, &r->d, off, op, operand, compare, &old, note.flags ? &note : NULL);
         if (st == NETVM_OK && result)
             *result = old;
-        if (ev.kinds)
+        if (ev.kinds && st == NETVM_OK)
             post_own(ctx, r->d.rank, r, off, 8, ev.kinds, tag, st);
         return st;
     }
     /* the emulation: an active message the target's progress engine runs */
     struct netvm_req *q;
     st = nv_reserve_req(ctx, r->d.rank, result, &q);
-    if (st != NETVM_OK) {
-        if (ev.kinds)
-            post_own(ctx, r->d.rank, r, off, 8, ev.kinds, tag, st);
+    if (st != NETVM_OK)
         return st;
-    }
     struct nv_am m = { .kind = NV_AM_ATOMIC, .op = (uint8_t)op, .src_rank = ctx->rank,
                        .req_id = nv_req_id(q), .slot = r->d.slot, .key = r->d.key,
                        .off = off, .operand = operand, .compare = compare,

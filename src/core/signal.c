@@ -61,6 +61,8 @@ static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, ui
         st = l->ops->am_send(l, sig->d.rank, buf, 0);
         if (st != NETVM_OK)
             nv_req_complete(q, st, 0);
+        else if (l->ops->caps & NV_LINK_CAP_ASYNC)
+            l->ops->poll(l, sig->d.rank);   /* gathered frames leave now */
         return st;
     }
     st = l->ops->am_send(l, sig->d.rank, buf, 0);

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -236,9 +237,33 @@ static void fire(struct nv_ep *ep, uint32_t id, uint32_t gen, int src_rank, uint
         if (!atomic_compare_exchange_strong(&t->claimed, &zero, gen | 1u << 31))
             return;
     }
-    struct nv_ep_rec r = { .type = NETVM_EV_TRIPWIRE, .access = (uint16_t)(access & fl & NETVM_TRIP_RW),
+    struct nv_ep_rec r = { .type = NETVM_EV_TRIPWIRE, .access = (uint16_t)(access & NETVM_TRIP_RW),
                            .rank = src_rank, .id = id, .gen = gen, .value = user, .addr = addr, .len = len };
     nv_ep_post(ep, &r);
+}
+
+/* Fire what one snapshot of the table matched. */
+static int fire_all(struct nv_ep *ep, const uint64_t *data, size_t n, int src_rank, uint64_t addr,
+                    uint64_t len, unsigned access, int *woke)
+{
+    for (size_t i = 0; i < n; i++)
+        fire(ep, (uint32_t)(data[i] >> 32), (uint32_t)data[i], src_rank, addr, len, access, woke);
+    return 0;
+}
+
+struct big_matches {
+    uint64_t *data;
+    size_t    n, cap;
+};
+
+static int collect_big(void *arg, uint64_t data, uint64_t start, uint64_t end)
+{
+    struct big_matches *m = arg;
+    (void)start;
+    (void)end;
+    if (m->n < m->cap)
+        m->data[m->n++] = data;
+    return m->n == m->cap;
 }
 
 void nv_ep_access(struct nv_ep *ep, int src_rank, uint64_t addr, uint64_t len, unsigned access)
@@ -251,12 +276,36 @@ void nv_ep_access(struct nv_ep *ep, int src_rank, uint64_t addr, uint64_t len, u
     struct matches m;   /* not zeroed: 512 bytes a call would cost more than the match */
     m.skip = 0;
     int woke = 0;
-    do {
-        match(ep, addr, hi, &m);
-        for (size_t i = 0; i < m.n; i++)
-            fire(ep, (uint32_t)(m.data[i] >> 32), (uint32_t)m.data[i], src_rank, addr, len, access, &woke);
-        m.skip += m.n;
-    } while (m.n == MATCH_MAX);
+    match(ep, addr, hi, &m);
+    if (m.n < MATCH_MAX) {
+        fire_all(ep, m.data, m.n, src_rank, addr, len, access, &woke);
+        return;
+    }
+    /* many tripwires overlap this access: take them all from one snapshot
+     * of the table (pages of it could straddle a change) */
+    struct big_matches b = { .cap = ep->trip_cap };
+    b.data = malloc(b.cap * sizeof *b.data);
+    if (!b.data) {
+        nv_error("out of memory matching %zu tripwires; some do not fire", (size_t)b.cap);
+        fire_all(ep, m.data, m.n, src_rank, addr, len, access, &woke);
+        return;
+    }
+    struct nv_ep_hdr *h = ep->h;
+    for (unsigned tries = 0;; tries++) {
+        uint64_t s1 = atomic_load_explicit(&h->table_seq, memory_order_acquire);
+        unsigned cur = (unsigned)(s1 >> 1) & 1;
+        uint32_t n = atomic_load_explicit(&h->table_n[cur], memory_order_relaxed);
+        if (n > ep->trip_cap)
+            n = ep->trip_cap;
+        b.n = 0;
+        nv_itree_query(ep->table[cur], n, addr, hi, collect_big, &b);
+        atomic_thread_fence(memory_order_acquire);
+        uint64_t s2 = atomic_load_explicit(&h->table_seq, memory_order_relaxed);
+        if (s2 - s1 < ((s1 & 1) ? 2u : 3u) || tries > 1000)
+            break;
+    }
+    fire_all(ep, b.data, b.n, src_rank, addr, len, access, &woke);
+    free(b.data);
 }
 
 netvm_status_t nv_ep_count(struct nv_ep *ep, int src_rank, uint32_t c, uint64_t n)

@@ -379,7 +379,8 @@ static netvm_status_t shm_notify(struct nv_link *l, int rank, unsigned kind, uin
     struct shm_peer *pe = &shm_of(l)->peers[rank];
     if (!pe->ep.h)
         return NETVM_ERR_UNSUPPORTED;
-    if (shm_peer_dead(l, rank))
+    /* the flag the pidfd's epoll event sets: no system call per notify */
+    if (atomic_load_explicit(&pe->dead, memory_order_relaxed))
         return NETVM_ERR_PEER;
     if (kind == NV_EP_COUNTER)
         return nv_ep_count(&pe->ep, l->rank, id, value);
