@@ -86,7 +86,7 @@ struct netvm_req {
     /* a request no caller holds (notifications, nonblocking signals): at
      * completion the completing thread posts its events; the pool takes it
      * back later (nv_req_sweep) */
-    int              detached;
+    _Atomic int      detached;     /* set (release) after ev_*; read (acquire) by the completer */
     unsigned         ev_kinds;     /* NV_REQEV_* */
     uint64_t         ev_tag, ev_addr, ev_len;
     netvm_rseg_t    *ev_rseg;

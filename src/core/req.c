@@ -47,7 +47,7 @@ void nv_req_sweep(netvm_ctx_t *ctx)
 
 void nv_req_detach(struct netvm_req *r)
 {
-    r->detached = 1;
+    atomic_store_explicit(&r->detached, 1, memory_order_release);
 }
 
 struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, int rank, uint64_t *result)
@@ -64,7 +64,7 @@ struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, int rank, uint64_t *result)
     r->result = result;
     r->issued_ns = nv_now_ns();
     atomic_store_explicit(&r->waiting, 0, memory_order_relaxed);
-    r->detached = 0;
+    atomic_store_explicit(&r->detached, 0, memory_order_relaxed);
     r->ev_kinds = 0;
     r->ev_rseg = NULL;
     atomic_fetch_add_explicit(&ctx->peers[rank].outstanding, 1, memory_order_relaxed);
@@ -111,7 +111,7 @@ static int finish(struct netvm_req *r, netvm_status_t st, uint64_t result, int g
     r->status = st;
     if (r->result && st == NETVM_OK)
         *r->result = result;
-    if (r->detached) {
+    if (atomic_load_explicit(&r->detached, memory_order_acquire)) {
         /* its events leave before the request counts as done, so a flush
          * that waited for it finds them queued */
         nv_req_post_events(r);
