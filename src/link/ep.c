@@ -168,9 +168,11 @@ static void wake_memory_waiters(struct nv_ep *ep)
 
 #define MATCH_MAX 64
 
+/* Matches collected into a buffer of cap entries (full: look again with a
+ * larger one). */
 struct matches {
-    uint64_t data[MATCH_MAX];
-    size_t   n, skip, seen;
+    uint64_t *data;
+    size_t    n, cap;
 };
 
 static int collect(void *arg, uint64_t data, uint64_t start, uint64_t end)
@@ -178,15 +180,13 @@ static int collect(void *arg, uint64_t data, uint64_t start, uint64_t end)
     struct matches *m = arg;
     (void)start;
     (void)end;
-    if (m->seen++ < m->skip)
-        return 0;
     m->data[m->n++] = data;
-    return m->n == MATCH_MAX;
+    return m->n == m->cap;
 }
 
-/* Read the current copy of the table: the matches from the skip-th on.
- * Retried only if the owner finished a change and began another one into
- * the copy being read; never waits for the owner. */
+/* Read the current copy of the table in one snapshot. Retried only if the
+ * owner finished a change and began another one into the copy being read;
+ * never waits for the owner. */
 static void match(struct nv_ep *ep, uint64_t lo, uint64_t hi, struct matches *m)
 {
     struct nv_ep_hdr *h = ep->h;
@@ -196,7 +196,7 @@ static void match(struct nv_ep *ep, uint64_t lo, uint64_t hi, struct matches *m)
         uint32_t n = atomic_load_explicit(&h->table_n[cur], memory_order_relaxed);
         if (n > ep->trip_cap)
             n = ep->trip_cap;
-        m->n = m->seen = 0;
+        m->n = 0;
         nv_itree_query(ep->table[cur], n, lo, hi, collect, m);
         atomic_thread_fence(memory_order_acquire);
         uint64_t s2 = atomic_load_explicit(&h->table_seq, memory_order_relaxed);
@@ -243,27 +243,12 @@ static void fire(struct nv_ep *ep, uint32_t id, uint32_t gen, int src_rank, uint
 }
 
 /* Fire what one snapshot of the table matched. */
-static int fire_all(struct nv_ep *ep, const uint64_t *data, size_t n, int src_rank, uint64_t addr,
-                    uint64_t len, unsigned access, int *woke)
+static void fire_all(struct nv_ep *ep, const struct matches *m, int src_rank, uint64_t addr, uint64_t len,
+                     unsigned access)
 {
-    for (size_t i = 0; i < n; i++)
-        fire(ep, (uint32_t)(data[i] >> 32), (uint32_t)data[i], src_rank, addr, len, access, woke);
-    return 0;
-}
-
-struct big_matches {
-    uint64_t *data;
-    size_t    n, cap;
-};
-
-static int collect_big(void *arg, uint64_t data, uint64_t start, uint64_t end)
-{
-    struct big_matches *m = arg;
-    (void)start;
-    (void)end;
-    if (m->n < m->cap)
-        m->data[m->n++] = data;
-    return m->n == m->cap;
+    int woke = 0;
+    for (size_t i = 0; i < m->n; i++)
+        fire(ep, (uint32_t)(m->data[i] >> 32), (uint32_t)m->data[i], src_rank, addr, len, access, &woke);
 }
 
 void nv_ep_access(struct nv_ep *ep, int src_rank, uint64_t addr, uint64_t len, unsigned access)
@@ -273,39 +258,24 @@ void nv_ep_access(struct nv_ep *ep, int src_rank, uint64_t addr, uint64_t len, u
     if (!nv_ep_has_trips(ep) || !len)
         return;
     uint64_t hi = addr + len < addr ? UINT64_MAX : addr + len;
-    struct matches m;   /* not zeroed: 512 bytes a call would cost more than the match */
-    m.skip = 0;
-    int woke = 0;
+    uint64_t small[MATCH_MAX];   /* the common case, on the stack and not zeroed */
+    struct matches m = { small, 0, MATCH_MAX };
     match(ep, addr, hi, &m);
-    if (m.n < MATCH_MAX) {
-        fire_all(ep, m.data, m.n, src_rank, addr, len, access, &woke);
+    if (m.n == m.cap) {
+        /* many tripwires overlap this access: all of them from one snapshot
+         * (pieces of several could straddle a change of the table) */
+        uint64_t *big = malloc((size_t)ep->trip_cap * sizeof *big);
+        if (big) {
+            m = (struct matches){ big, 0, ep->trip_cap };
+            match(ep, addr, hi, &m);
+        } else {
+            nv_error("out of memory matching tripwires; only %d of them fire", MATCH_MAX);
+        }
+        fire_all(ep, &m, src_rank, addr, len, access);
+        free(big);
         return;
     }
-    /* many tripwires overlap this access: take them all from one snapshot
-     * of the table (pages of it could straddle a change) */
-    struct big_matches b = { .cap = ep->trip_cap };
-    b.data = malloc(b.cap * sizeof *b.data);
-    if (!b.data) {
-        nv_error("out of memory matching %zu tripwires; some do not fire", (size_t)b.cap);
-        fire_all(ep, m.data, m.n, src_rank, addr, len, access, &woke);
-        return;
-    }
-    struct nv_ep_hdr *h = ep->h;
-    for (unsigned tries = 0;; tries++) {
-        uint64_t s1 = atomic_load_explicit(&h->table_seq, memory_order_acquire);
-        unsigned cur = (unsigned)(s1 >> 1) & 1;
-        uint32_t n = atomic_load_explicit(&h->table_n[cur], memory_order_relaxed);
-        if (n > ep->trip_cap)
-            n = ep->trip_cap;
-        b.n = 0;
-        nv_itree_query(ep->table[cur], n, addr, hi, collect_big, &b);
-        atomic_thread_fence(memory_order_acquire);
-        uint64_t s2 = atomic_load_explicit(&h->table_seq, memory_order_relaxed);
-        if (s2 - s1 < ((s1 & 1) ? 2u : 3u) || tries > 1000)
-            break;
-    }
-    fire_all(ep, b.data, b.n, src_rank, addr, len, access, &woke);
-    free(b.data);
+    fire_all(ep, &m, src_rank, addr, len, access);
 }
 
 netvm_status_t nv_ep_count(struct nv_ep *ep, int src_rank, uint32_t c, uint64_t n)
