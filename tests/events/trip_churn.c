@@ -18,7 +18,7 @@
 
 #include <pthread.h>
 
-static volatile int hogs_stop;
+static _Atomic int hogs_stop;   /* atomic: the hogs read it while main sets it */
 static void *hog(void *arg)
 {
     (void)arg;
