@@ -277,12 +277,17 @@ void nv_progress_stop(netvm_ctx_t *ctx)
     ctx->epfd = ctx->stopfd = -1;
 }
 
-/* Without a progress thread nobody watches the pidfds: look ourselves. */
-static void check_peer(netvm_ctx_t *ctx, int rank)
+/* Without a progress thread nobody watches the pidfds: look ourselves. The
+ * peer-down sweep may also have run between this request's credit check and
+ * its becoming pending (it then missed it), so a dead peer fails the request
+ * we wait for here whoever marked it dead. */
+static void check_peer(netvm_ctx_t *ctx, struct netvm_req *r)
 {
-    struct nv_link *l = ctx->peers[rank].link;
-    if (l->ops->peer_dead(l, rank))
-        nv_peer_down_upcall(ctx, rank);
+    struct nv_link *l = ctx->peers[r->rank].link;
+    if (atomic_load(&ctx->peers[r->rank].dead) || l->ops->peer_dead(l, r->rank)) {
+        nv_peer_down_upcall(ctx, r->rank);
+        nv_req_give_up(r, NETVM_ERR_PEER);
+    }
 }
 
 static int req_done(struct netvm_req *r)
@@ -303,7 +308,7 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
             if ((++iter & 63) == 0 && nv_now_ns() > spin_until && ctx->have_thread)
                 break;
             if ((iter & 4095) == 0) {
-                check_peer(ctx, r->rank);
+                check_peer(ctx, r);
                 if (nv_now_ns() - r->issued_ns > ctx->timeout_ns)
                     nv_req_give_up(r, NETVM_ERR_TIMEOUT);
                 if (!ctx->have_thread)
@@ -325,7 +330,7 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
         }
         l->ops->reply_wait_leave(l);
         if (!req_done(r)) {
-            check_peer(ctx, r->rank);
+            check_peer(ctx, r);
             if (nv_now_ns() - r->issued_ns > ctx->timeout_ns) {
                 if (nv_req_give_up(r, NETVM_ERR_TIMEOUT))
                     nv_warn("rank %d did not answer within NETVM_TIMEOUT", r->rank);
