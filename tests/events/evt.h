@@ -12,13 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static inline double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* A failure that need not stop the test: reported at once, and the test
  * fails at its end (check_deferred), so what follows still gets checked. */
 static int deferred_failures;
@@ -71,17 +64,25 @@ static inline void fill_pattern(void *dst, size_t len, uint64_t h)
     }
 }
 
-/* Index of the first byte where mem differs from the pattern, or -1. */
+/* Index of the first byte where mem differs from the pattern, or -1;
+ * scratch holds 2 * len bytes. mem may be being written while we look, so
+ * it is copied once and the copy compared: memcmp on mem itself may call
+ * a half-written payload complete (glibc's vector memcmp reloads the bytes
+ * where it saw a difference, and says "equal" if the writer got there in
+ * between, without looking at the bytes after). Every byte of the copy is
+ * a value that byte had, and a payload byte changes once, so a copy that
+ * matches means the payload was complete. */
 static inline long pattern_mismatch(const void *mem, size_t len, uint64_t h, void *scratch)
 {
-    fill_pattern(scratch, len, h);
-    if (memcmp(mem, scratch, len) == 0)
+    uint8_t *want = scratch, *seen = want + len;
+    memcpy(seen, mem, len);
+    fill_pattern(want, len, h);
+    if (memcmp(seen, want, len) == 0)
         return -1;
-    const uint8_t *a = mem, *b = scratch;
     for (size_t i = 0; i < len; i++)
-        if (a[i] != b[i])
+        if (seen[i] != want[i])
             return (long)i;
-    return -1;   /* changed under us meanwhile: report as a mismatch at 0 by the caller */
+    return -1;
 }
 
 static inline const char *ev_type_name(unsigned t)
@@ -105,13 +106,6 @@ static inline void ev_print(const char *what, const netvm_event_t *e)
             " addr 0x%" PRIx64 " len %" PRIu64 "\n", check_rank, what, ev_type_name(e->type), e->type,
             e->access, e->rank, e->id, e->status, e->value, e->addr, e->len);
 }
-
-#define FAILF(...) do { \
-    fprintf(stderr, "FAIL rank %d %s:%d: ", check_rank, __FILE__, __LINE__); \
-    fprintf(stderr, __VA_ARGS__); \
-    fputc('\n', stderr); \
-    exit(1); \
-} while (0)
 
 /* At the end of a test: fail if anything was deferred. */
 static inline void check_deferred(void)

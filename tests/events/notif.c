@@ -43,7 +43,7 @@ static const char *kname[NKIND] = { "put R+C", "put C", "put R", "get R+C+resp",
 static netvm_ctx_t *ctx;
 static uint8_t *tb[2];            /* target's buffers: private, shared */
 static netvm_rseg_t *rb[2];       /* their imports */
-static uint8_t scratch[MAXC];
+static uint8_t scratch[2 * MAXC];
 static evbuf_t eb;
 static int nops, nrounds;
 static uint64_t *atom_after;      /* A: the word's value after op i */

@@ -68,7 +68,7 @@ static netvm_ctx_t *ctx;
 static int mode;
 static uint64_t msgs;
 static wstate_t *ws;
-static uint8_t scratch[MAXLEN + 8];
+static uint8_t scratch[2 * (MAXLEN + 8)];
 static uint64_t verified;
 
 static void ack_if_due(int w)
