@@ -6,6 +6,7 @@
 #include <netvm/netvm.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static int check_rank = -1;
 
@@ -25,5 +26,20 @@ static int check_rank = -1;
     } } while (0)
 
 #define CHECK_OK(expr) CHECK_ST(expr, NETVM_OK)
+
+/* A failure with a message of its own. */
+#define FAILF(...) do { \
+    fprintf(stderr, "FAIL rank %d %s:%d: ", check_rank, __FILE__, __LINE__); \
+    fprintf(stderr, __VA_ARGS__); \
+    fputc('\n', stderr); \
+    exit(1); \
+} while (0)
+
+static inline double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 #endif

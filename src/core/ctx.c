@@ -106,7 +106,10 @@ netvm_status_t netvm_finalize(netvm_ctx_t *ctx)
         return NETVM_ERR_INVAL;
     /* what this process issued is complete at its targets before anyone
      * leaves (a dead peer's share is simply gone) */
-    netvm_flush(ctx, -1);
+    netvm_status_t fst = netvm_flush(ctx, -1);
+    if (fst != NETVM_OK)
+        nv_warn("finalize: operations of this process may not have completed at their targets: %s",
+                netvm_strerror(fst));
     /* a dead rank must not keep the survivors from finishing */
     netvm_status_t st = nv_boot_barrier(ctx->boot);
     if (st != NETVM_OK && st != NETVM_ERR_PEER)

@@ -304,13 +304,18 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
         l->ops->poll_enter(l);
         unsigned iter = 0;
         while (!req_done(r)) {
-            l->ops->poll(l, r->rank);
+            /* with nobody else to serve our peers, a waiter serves them all:
+             * the one we wait on may itself be waiting on one of them */
+            if (ctx->have_thread)
+                l->ops->poll(l, r->rank);
+            else
+                poll_all(ctx);
             if ((++iter & 63) == 0 && nv_now_ns() > spin_until && ctx->have_thread)
                 break;
             if ((iter & 4095) == 0) {
                 check_peer(ctx, r);
-                if (nv_now_ns() - r->issued_ns > ctx->timeout_ns)
-                    nv_req_give_up(r, NETVM_ERR_TIMEOUT);
+                if (nv_now_ns() - r->issued_ns > ctx->timeout_ns && nv_req_give_up(r, NETVM_ERR_TIMEOUT))
+                    nv_warn("rank %d did not answer within NETVM_TIMEOUT", r->rank);
                 if (!ctx->have_thread)
                     sched_yield();
             }

@@ -5,22 +5,14 @@
 
 #include <signal.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Retry op until it reports the peer dead; it must within 5 s. */
 #define EXPECT_PEER_DEAD(op) do { \
-    double t0_ = now(); netvm_status_t got_; \
-    while ((got_ = (op)) == NETVM_OK) CHECK(now() - t0_ < 5.0); \
+    double t0_ = now_s(); netvm_status_t got_; \
+    while ((got_ = (op)) == NETVM_OK) CHECK(now_s() - t0_ < 5.0); \
     CHECK_ST(got_, NETVM_ERR_PEER); \
-    CHECK(now() - t0_ < 5.0); \
+    CHECK(now_s() - t0_ < 5.0); \
 } while (0)
 
 int main(void)
