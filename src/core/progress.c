@@ -35,6 +35,26 @@ static void send_reply(netvm_ctx_t *ctx, const struct nv_am *m, netvm_status_t s
         nv_debug("reply to rank %d dropped: it is gone", m->src_rank);
 }
 
+/* A failure of an operation nobody waits for: the initiator keeps it for
+ * its next flush. */
+static void send_error(netvm_ctx_t *ctx, const struct nv_am *m, netvm_status_t st)
+{
+    struct nv_am e = { .kind = NV_AM_ERROR, .src_rank = ctx->rank, .status = (uint16_t)st };
+    uint8_t buf[NV_AM_SIZE];
+    nv_am_encode(&e, buf);
+    struct nv_link *l = ctx->peers[m->src_rank].link;
+    if (l->ops->am_send(l, m->src_rank, buf, NV_AM_SEND_REPLY) != NETVM_OK)
+        nv_debug("error report to rank %d dropped: it is gone", m->src_rank);
+}
+
+static void take_error(netvm_ctx_t *ctx, const struct nv_am *m)
+{
+    netvm_status_t st = m->status < NETVM_STATUS_COUNT && m->status != NETVM_OK ? (netvm_status_t)m->status
+                                                                               : NETVM_ERR_SYS;
+    int ok = NETVM_OK;
+    atomic_compare_exchange_strong(&ctx->peers[m->src_rank].async_err, &ok, (int)st);
+}
+
 /* The NIC's work after a peer's word access here is complete. */
 static void word_done(netvm_ctx_t *ctx, const struct nv_am *m, uint64_t addr, unsigned access)
 {
@@ -92,6 +112,8 @@ static void serve_signal(netvm_ctx_t *ctx, const struct nv_am *m)
         nv_debug("signal from rank %d failed: %s", m->src_rank, netvm_strerror(st));
     if (m->flags & NV_AM_F_REPLY)
         send_reply(ctx, m, st, 0);
+    else if ((m->flags & NV_AM_F_REPLY_ERR) && st != NETVM_OK)
+        send_error(ctx, m, st);
 }
 
 /* A notification put or a counter increment from a peer that cannot post
@@ -137,6 +159,7 @@ void nv_am_upcall(void *arg, int src_rank, const uint8_t *msg, size_t len)
     case NV_AM_NOTIFY:
     case NV_AM_COUNT:  serve_notify(ctx, &m); break;
     case NV_AM_REPLY:  take_reply(ctx, &m);   break;
+    case NV_AM_ERROR:  take_error(ctx, &m);   break;
     default: break;
     }
 }

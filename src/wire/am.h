@@ -18,13 +18,18 @@ enum nv_am_kind {
     NV_AM_NOTIFY = 3,   /* a notification put: operand is the value */
     NV_AM_COUNT  = 4,   /* a counting notification: slot is the counter, operand the increment */
     NV_AM_SIGNAL = 5,   /* set (op 0) or add (op 1) operand at (slot, key, off) */
+    NV_AM_ERROR  = 6,   /* target -> initiator: an operation sent with NV_AM_F_REPLY_ERR failed
+                           (status); reported by the initiator's next flush */
     NV_AM_KIND_MAX
 };
 
 enum {
     NV_AM_F_REPLY  = 1u << 0,   /* NOTIFY, COUNT, SIGNAL: answer with a REPLY (ATOMIC always does) */
     NV_AM_F_NOTIFY = 1u << 1,   /* ATOMIC, SIGNAL: a completer notification at the target, with tag */
-    NV_AM_F_ALL    = NV_AM_F_REPLY | NV_AM_F_NOTIFY,
+    NV_AM_F_REPLY_ERR = 1u << 2,   /* SIGNAL: answer only a failure, with an ERROR (links whose flush is
+                                      a round trip on the same ordered stream: it arrives before the
+                                      flush's answer) */
+    NV_AM_F_ALL    = NV_AM_F_REPLY | NV_AM_F_NOTIFY | NV_AM_F_REPLY_ERR,
 };
 
 struct nv_am {

@@ -3,6 +3,8 @@
  * netvm_wait_until. Two ranks, each the other's target. */
 #include "evt.h"
 
+#include <sys/mman.h>
+
 #define LEN 4096
 
 static netvm_ctx_t *ctx;
@@ -176,6 +178,32 @@ int main(void)
     w[0] = UINT64_MAX;   /* comparisons are unsigned */
     CHECK_OK(netvm_wait_until(ctx, w, NETVM_CMP_GT, 1, 0, 0, NULL));
     CHECK_ST(netvm_wait_until(ctx, w, NETVM_CMP_LT, 1, 0, 0, NULL), NETVM_ERR_TIMEOUT);
+
+    {   /* a failure only the target sees: the signal word's page is unmapped
+         * behind its export; the nonblocking signal is accepted, and the
+         * next flush reports the target's refusal (on tcp the target
+         * answers only failures, ahead of the flush's answer) */
+        long pg = sysconf(_SC_PAGESIZE);
+        void *page = mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(page != MAP_FAILED);
+        netvm_seg_t *sg;
+        CHECK_OK(netvm_export(ctx, page, (size_t)pg, NETVM_RWA, "gone", &sg));
+        CHECK_OK(netvm_barrier(ctx));
+        netvm_rseg_t *r_gone;
+        CHECK_OK(netvm_import(ctx, peer, "gone", &r_gone));
+        CHECK_OK(netvm_barrier(ctx));
+        CHECK(munmap(page, (size_t)pg) == 0);
+        CHECK_OK(netvm_barrier(ctx));
+        for (int op = NETVM_SIGNAL_SET; op <= NETVM_SIGNAL_ADD; op++) {
+            /* the data goes where the peer's earlier put with signal wrote the same bytes */
+            CHECK_OK(netvm_put_signal_nb(ctx, r_rw, 128, buf, 8, r_gone, 0, 1, (netvm_signal_op_t)op, 0));
+            CHECK_ST(netvm_flush(ctx, peer), NETVM_ERR_FAULT);
+            CHECK_OK(netvm_flush(ctx, peer));   /* reported once */
+        }
+        CHECK_OK(netvm_barrier(ctx));
+        CHECK_OK(netvm_release(r_gone));
+        CHECK_OK(netvm_unexport(sg));
+    }
 
     CHECK_OK(netvm_flush(ctx, -1));
     CHECK_OK(netvm_barrier(ctx));
