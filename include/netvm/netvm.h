@@ -126,7 +126,11 @@ int            netvm_progress(netvm_ctx_t *ctx);
 /* Export [addr, addr+len) of this process under a fresh random key.
  * Any mapping works (heap, stack, static data, mmap); nothing is pinned or
  * copied. name (at most 63 bytes) must be unique within this process; it may
- * be NULL for a segment reached only by handle. */
+ * be NULL for a segment reached only by handle. A range unmapped while
+ * exported fails peers' accesses with NETVM_ERR_FAULT; one whose protection
+ * is lowered below the rights exported (mprotect to read-only with
+ * NETVM_WRITE given) is not detected, and a peer's write into it over tcp
+ * faults this process: unexport first. */
 netvm_status_t netvm_export(netvm_ctx_t *ctx, void *addr, size_t len, unsigned rights,
                             const char *name, netvm_seg_t **seg);
 /* Allocate len zeroed bytes that peers on this machine map directly, and
