@@ -233,8 +233,12 @@ static void fire(struct nv_ep *ep, uint32_t id, uint32_t gen, int src_rank, uint
     if (atomic_load_explicit(&t->word, memory_order_acquire) != w)
         return;   /* disarmed meanwhile */
     if (fl & NV_TRIP_ONCE) {
-        uint32_t zero = 0;
-        if (!atomic_compare_exchange_strong(&t->claimed, &zero, gen | 1u << 31))
+        /* the claim names the generation: an access that matched an
+         * earlier arming of this id and comes late cannot use up the
+         * claim of the arming now live (whose own match would then find
+         * it taken, and its event would be lost) */
+        uint32_t unclaimed = NV_TRIP_CLAIM_GEN(gen);
+        if (!atomic_compare_exchange_strong(&t->claimed, &unclaimed, unclaimed | NV_TRIP_CLAIMED))
             return;
     }
     struct nv_ep_rec r = { .type = NETVM_EV_TRIPWIRE, .access = (uint16_t)(access & NETVM_TRIP_RW),
@@ -360,7 +364,7 @@ void nv_ep_trip_add(struct nv_ep *ep, uint32_t id, uint32_t gen, unsigned flags,
                     uint64_t start, uint64_t end)
 {
     struct nv_ep_trip *t = &states(ep)[id];
-    atomic_store_explicit(&t->claimed, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->claimed, NV_TRIP_CLAIM_GEN(gen), memory_order_relaxed);
     atomic_store_explicit(&t->user, user, memory_order_relaxed);
     atomic_store_explicit(&t->word, NV_TRIP_WORD(gen, flags | NV_TRIP_LIVE), memory_order_release);
     uint32_t n;

@@ -67,11 +67,14 @@ enum {
 #define NV_TRIP_WORD(gen, flags) ((uint64_t)(gen) << 8 | (flags))
 #define NV_TRIP_GEN(w)   ((uint32_t)((w) >> 8))
 #define NV_TRIP_FLAGS(w) ((unsigned)((w) & 0xff))
+#define NV_TRIP_CLAIMED  (1u << 31)
+#define NV_TRIP_CLAIM_GEN(gen) ((uint32_t)(gen) & ~NV_TRIP_CLAIMED)
 
 struct nv_ep_trip {
     _Atomic uint64_t word;     /* generation << 8 | flags */
     _Atomic uint64_t user;
-    _Atomic uint32_t claimed;  /* a once-only tripwire that fired */
+    _Atomic uint32_t claimed;  /* a once-only tripwire: its generation (low 31 bits),
+                                  with NV_TRIP_CLAIMED once an access fired it */
     uint32_t         pad[3];
 };
 
