@@ -141,7 +141,11 @@ static int find_exp(const racc_t *x, int j)
 
 /* Atomics read and write, so their events must say READ|WRITE ("what the
  * access did"); one that says only what the tripwire watches is counted and
- * fails the test at the end, so the rest of the run still gets checked. */
+ * fails the test at the end, so the rest of the run still gets checked.
+ * Returns 1 for the exact access, 2 for an atomic whose event was masked so
+ * (counted by the caller only if no access of the round explains the event
+ * exactly: a put and an atomic on the same range in one round are two
+ * accesses, and the put's event must not be charged to the atomic). */
 static uint64_t atomic_masked;
 static int event_is_access(const netvm_event_t *e, const acc_t *a, unsigned twflags)
 {
@@ -149,10 +153,48 @@ static int event_is_access(const netvm_event_t *e, const acc_t *a, unsigned twfl
         return 0;
     if (e->access == access_bits(a->op))
         return 1;
-    if (a->op == OP_ATOMIC && e->access == (NETVM_TRIP_RW & twflags)) {
-        atomic_masked++;
-        return 1;
-    }
+    if (a->op == OP_ATOMIC && e->access == (NETVM_TRIP_RW & twflags))
+        return 2;
+    return 0;
+}
+
+/* The first access of ra[0..K) that explains e and expects tripwire j's
+ * event not yet seen: exactly if one does, else as a masked atomic. */
+static int take_expected(const netvm_event_t *e, racc_t *ra, int j, unsigned twflags)
+{
+    for (int want = 1; want <= 2; want++)
+        for (int i = 0; i < K; i++) {
+            racc_t *x = &ra[i];
+            if (event_is_access(e, &x->a, twflags) != want)
+                continue;
+            int p = find_exp(x, j);
+            if (p >= 0 && !x->seen[p]) {
+                x->seen[p] = 1;
+                outstanding--;
+                if (want == 2) {
+                    atomic_masked++;
+                    ev_print("masked atomic", e);
+                }
+                return 1;
+            }
+        }
+    return 0;
+}
+
+/* Does an access of a (or of b, if given) that overlaps t explain e? A
+ * masked atomic only if no access does exactly. */
+static int explained(const netvm_event_t *e, const tw_t *t, const racc_t *a, const racc_t *b)
+{
+    for (int want = 1; want <= 2; want++)
+        for (int i = 0; i < K; i++)
+            if ((event_is_access(e, &a[i].a, t->flags) == want && matches(t, &a[i].a)) ||
+                (b && event_is_access(e, &b[i].a, t->flags) == want && matches(t, &b[i].a))) {
+                if (want == 2) {
+                    atomic_masked++;
+                    ev_print("masked atomic", e);
+                }
+                return 1;
+            }
     return 0;
 }
 
@@ -192,33 +234,20 @@ static void take(const netvm_event_t *e)
         fail_event(e, "the event names no initiator");
     events++;
     if (t->state == ST_STABLE) {
-        for (int i = 0; i < K; i++) {
-            racc_t *x = &cur[e->rank][i];
-            if (!event_is_access(e, &x->a, t->flags))
-                continue;
-            int p = find_exp(x, j);
-            if (p >= 0 && !x->seen[p]) {
-                x->seen[p] = 1;
-                outstanding--;
-                return;
-            }
-        }
+        if (take_expected(e, cur[e->rank], j, t->flags))
+            return;
         /* armed during the previous round: may still report one of its accesses */
-        if (t->armed_round == round_no - 1)
-            for (int i = 0; i < K; i++)
-                if (event_is_access(e, &prev[e->rank][i].a, t->flags) && matches(t, &prev[e->rank][i].a)) {
-                    late_ok++;
-                    return;
-                }
+        if (t->armed_round == round_no - 1 && explained(e, t, prev[e->rank], NULL)) {
+            late_ok++;
+            return;
+        }
         fail_event(e, "an event no access of this round explains (extra, duplicate, or wrong addr/len/access)");
     }
     /* armed during this round: may fire, but only for an overlapping access */
-    for (int i = 0; i < K; i++)
-        if ((event_is_access(e, &cur[e->rank][i].a, t->flags) && matches(t, &cur[e->rank][i].a)) ||
-            (event_is_access(e, &prev[e->rank][i].a, t->flags) && matches(t, &prev[e->rank][i].a))) {
-            new_ok++;
-            return;
-        }
+    if (explained(e, t, cur[e->rank], prev[e->rank])) {
+        new_ok++;
+        return;
+    }
     fail_event(e, "an event of a tripwire armed during the round that no access overlapping it explains");
 }
 
