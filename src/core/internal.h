@@ -159,6 +159,13 @@ const char    *nv_link_name(const netvm_ctx_t *ctx, int rank);
 
 /* progress.c */
 void           nv_am_upcall(void *arg, int src_rank, const uint8_t *msg, size_t len);
+/* A failure of an operation to rank that nobody waits for: the next flush
+ * to rank reports it (the first one kept). */
+static inline void nv_peer_async_error(netvm_ctx_t *ctx, int rank, netvm_status_t st)
+{
+    int none = NETVM_OK;
+    atomic_compare_exchange_strong(&ctx->peers[rank].async_err, &none, (int)st);
+}
 void           nv_peer_down_upcall(void *arg, int rank);
 void           nv_complete_upcall(void *arg, void *token, netvm_status_t st);
 int            nv_claim_upcall(void *arg, void *token);

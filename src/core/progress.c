@@ -24,15 +24,21 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* An answer to the initiator of m, queued behind what its link is sending. */
+static void send_back(netvm_ctx_t *ctx, const struct nv_am *m, const struct nv_am *answer)
+{
+    uint8_t buf[NV_AM_SIZE];
+    nv_am_encode(answer, buf);
+    struct nv_link *l = ctx->peers[m->src_rank].link;
+    if (l->ops->am_send(l, m->src_rank, buf, NV_AM_SEND_REPLY) != NETVM_OK)
+        nv_debug("answer to rank %d dropped: it is gone", m->src_rank);
+}
+
 static void send_reply(netvm_ctx_t *ctx, const struct nv_am *m, netvm_status_t st, uint64_t result)
 {
     struct nv_am reply = { .kind = NV_AM_REPLY, .src_rank = ctx->rank, .req_id = m->req_id,
                            .status = (uint16_t)st, .operand = result };
-    uint8_t buf[NV_AM_SIZE];
-    nv_am_encode(&reply, buf);
-    struct nv_link *l = ctx->peers[m->src_rank].link;
-    if (l->ops->am_send(l, m->src_rank, buf, NV_AM_SEND_REPLY) != NETVM_OK)
-        nv_debug("reply to rank %d dropped: it is gone", m->src_rank);
+    send_back(ctx, m, &reply);
 }
 
 /* A failure of an operation nobody waits for: the initiator keeps it for
@@ -40,19 +46,13 @@ static void send_reply(netvm_ctx_t *ctx, const struct nv_am *m, netvm_status_t s
 static void send_error(netvm_ctx_t *ctx, const struct nv_am *m, netvm_status_t st)
 {
     struct nv_am e = { .kind = NV_AM_ERROR, .src_rank = ctx->rank, .status = (uint16_t)st };
-    uint8_t buf[NV_AM_SIZE];
-    nv_am_encode(&e, buf);
-    struct nv_link *l = ctx->peers[m->src_rank].link;
-    if (l->ops->am_send(l, m->src_rank, buf, NV_AM_SEND_REPLY) != NETVM_OK)
-        nv_debug("error report to rank %d dropped: it is gone", m->src_rank);
+    send_back(ctx, m, &e);
 }
 
 static void take_error(netvm_ctx_t *ctx, const struct nv_am *m)
 {
-    netvm_status_t st = m->status < NETVM_STATUS_COUNT && m->status != NETVM_OK ? (netvm_status_t)m->status
-                                                                               : NETVM_ERR_SYS;
-    int ok = NETVM_OK;
-    atomic_compare_exchange_strong(&ctx->peers[m->src_rank].async_err, &ok, (int)st);
+    int known = m->status < NETVM_STATUS_COUNT && m->status != NETVM_OK;
+    nv_peer_async_error(ctx, m->src_rank, known ? (netvm_status_t)m->status : NETVM_ERR_SYS);
 }
 
 /* The NIC's work after a peer's word access here is complete. */

@@ -111,10 +111,8 @@ static void post_own(netvm_ctx_t *ctx, int rank, netvm_rseg_t *r, uint64_t off, 
                                .value = tag, .addr = off, .len = len };
         nv_evq_post_local(ctx, &e);
     }
-    if ((kinds & NV_REQEV_ERROR) && st != NETVM_OK) {
-        int none = NETVM_OK;
-        atomic_compare_exchange_strong(&ctx->peers[rank].async_err, &none, (int)st);
-    }
+    if ((kinds & NV_REQEV_ERROR) && st != NETVM_OK)
+        nv_peer_async_error(ctx, rank, st);
 }
 
 void nv_req_post_events(struct netvm_req *q)

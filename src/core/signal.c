@@ -42,14 +42,14 @@ static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, ui
             nv_rtrip_fire(ctx, sig, off, 8);
         return st;
     }
+    struct nv_am m = { .kind = NV_AM_SIGNAL, .op = (uint8_t)op, .src_rank = ctx->rank, .slot = sig->d.slot,
+                       .key = sig->d.key, .off = off, .operand = value };
+    uint8_t buf[NV_AM_SIZE];
     if (!remote && (l->ops->caps & NV_LINK_CAP_ASYNC) && !nv_rtrip_any(sig)) {
         /* nobody waits and no event follows: the target answers only a
          * failure, which reaches us before the answer to our next flush
          * (the same ordered stream), so success costs the target no send */
-        struct nv_am m = { .kind = NV_AM_SIGNAL, .op = (uint8_t)op, .flags = NV_AM_F_REPLY_ERR,
-                           .src_rank = ctx->rank, .slot = sig->d.slot, .key = sig->d.key, .off = off,
-                           .operand = value };
-        uint8_t buf[NV_AM_SIZE];
+        m.flags = NV_AM_F_REPLY_ERR;
         nv_am_encode(&m, buf);
         netvm_status_t st = l->ops->am_send(l, sig->d.rank, buf, 0);
         if (st == NETVM_OK)
@@ -60,10 +60,8 @@ static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, ui
     netvm_status_t st = nv_reserve_req(ctx, sig->d.rank, NULL, &q);
     if (st != NETVM_OK)
         return st;
-    struct nv_am m = { .kind = NV_AM_SIGNAL, .op = (uint8_t)op, .flags = NV_AM_F_REPLY, .src_rank = ctx->rank,
-                       .req_id = nv_req_id(q), .slot = sig->d.slot, .key = sig->d.key, .off = off,
-                       .operand = value };
-    uint8_t buf[NV_AM_SIZE];
+    m.flags = NV_AM_F_REPLY;
+    m.req_id = nv_req_id(q);
     nv_am_encode(&m, buf);
     if (!remote) {
         /* nobody waits: a failure at the target goes to the next flush */
