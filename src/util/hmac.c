@@ -2,14 +2,35 @@
  * deprecated there). Fetching the algorithm on every call costs a few
  * microseconds; the callers authenticate connections, not packets. */
 #include "util/hmac.h"
+#include "util/random.h"
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <stdatomic.h>
 #include <string.h>
 
-int nv_hmac_sha256(const void *key, size_t key_len, const struct nv_hmac_part *parts, size_t n,
+/* Calls left to fail on purpose (nv_hmac_fail_next). Atomic because the
+ * hook is set by a test's thread and consumed by whichever thread
+ * authenticates next (a progress thread, a launcher's event loop). */
+static atomic_int fail_left;
+
+void nv_hmac_fail_next(int n)
+{
+    atomic_store(&fail_left, n > 0 ? n : 0);
+}
+
+static int injected_failure(void)
+{
+    int n = atomic_load_explicit(&fail_left, memory_order_relaxed);
+    while (n > 0)
+        if (atomic_compare_exchange_weak(&fail_left, &n, n - 1))
+            return 1;
+    return 0;
+}
+
+static int compute(const void *key, size_t key_len, const struct nv_hmac_part *parts, size_t n,
                    uint8_t out[NV_HMAC_SHA256_LEN])
 {
     int ok = 0;
@@ -31,9 +52,20 @@ int nv_hmac_sha256(const void *key, size_t key_len, const struct nv_hmac_part *p
     }
     EVP_MAC_CTX_free(ctx);
     EVP_MAC_free(mac);
-    if (!ok)
+    return ok;
+}
+
+int nv_hmac_sha256(const void *key, size_t key_len, const struct nv_hmac_part *parts, size_t n,
+                   uint8_t out[NV_HMAC_SHA256_LEN])
+{
+    if (!injected_failure() && compute(key, key_len, parts, n, out))
+        return 0;
+    /* Whatever libcrypto left in out must not be used, and a constant
+     * (all zeros) is exactly what an attacker would send to a caller that
+     * forgot to check: unpredictable bytes instead. */
+    if (nv_random_bytes(out, NV_HMAC_SHA256_LEN) != 0)
         memset(out, 0, NV_HMAC_SHA256_LEN);
-    return ok ? 0 : -1;
+    return -1;
 }
 
 int nv_ct_equal(const void *a, const void *b, size_t len)

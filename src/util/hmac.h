@@ -18,7 +18,14 @@ struct nv_hmac_part {
 };
 
 /* out = HMAC-SHA-256(key, parts[0] || ... || parts[n-1]). Returns 0, or -1
- * if libcrypto failed (out is then zeroed, never left half-written). */
+ * if libcrypto failed.
+ *
+ * Callers MUST check the result and treat -1 as a failed authentication:
+ * refuse the peer, never send or compare out. On failure out holds fresh
+ * random bytes (zeros only if getrandom failed as well), so a caller that
+ * forgot the check would compare against a value no peer can predict rather
+ * than against a constant; that is a second line, not a licence to skip the
+ * check. */
 int nv_hmac_sha256(const void *key, size_t key_len, const struct nv_hmac_part *parts, size_t n,
                    uint8_t out[NV_HMAC_SHA256_LEN]);
 
@@ -26,5 +33,11 @@ int nv_hmac_sha256(const void *key, size_t key_len, const struct nv_hmac_part *p
  * len only: comparing a received MAC must not tell an attacker how many of
  * its leading bytes were right. */
 int nv_ct_equal(const void *a, const void *b, size_t len);
+
+/* TEST ONLY (fault injection): the next n calls of nv_hmac_sha256, from any
+ * thread, fail as if libcrypto had failed; n <= 0 cancels what is left.
+ * Tests of every layer use it to check that an authentication whose MAC
+ * cannot be computed is refused. Nothing outside tests calls it. */
+void nv_hmac_fail_next(int n);
 
 #endif

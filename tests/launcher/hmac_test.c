@@ -1,9 +1,13 @@
 /* util/hmac: HMAC-SHA-256 against the test vectors of RFC 4231 (cases 1, 2
  * and 6: short key, short "Jefe" key, key longer than a block), the same MAC
- * given in pieces, and the constant-time comparison. */
+ * given in pieces, the constant-time comparison, and the fault-injection
+ * hook: a failed MAC is -1 with neither the right MAC nor zeros in out, and
+ * n injected failures are n, however many threads race for them. */
 #include "check.h"
 #include "util/hmac.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 static void unhex(const char *hex, uint8_t *out)
@@ -30,6 +34,58 @@ static void check_vector(const void *key, size_t key_len, const char *msg, const
     CHECK(memcmp(got, want, sizeof want) == 0);
 }
 
+static const uint8_t zeros[NV_HMAC_SHA256_LEN];
+
+static int mac_once(uint8_t out[NV_HMAC_SHA256_LEN])
+{
+    struct nv_hmac_part part = { "message", 7 };
+    return nv_hmac_sha256("key", 3, &part, 1, out);
+}
+
+#define RACERS     4
+#define RACE_CALLS 200
+#define INJECTED   150
+
+static atomic_int race_failures;
+
+static void *racer(void *arg)
+{
+    (void)arg;
+    uint8_t out[NV_HMAC_SHA256_LEN];
+    for (int i = 0; i < RACE_CALLS; i++)
+        if (mac_once(out) != 0)
+            atomic_fetch_add(&race_failures, 1);
+    return NULL;
+}
+
+static void injection(void)
+{
+    uint8_t right[NV_HMAC_SHA256_LEN], out[NV_HMAC_SHA256_LEN];
+    CHECK(mac_once(right) == 0);
+    nv_hmac_fail_next(2);
+    for (int i = 0; i < 2; i++) {
+        memcpy(out, right, sizeof out);
+        CHECK(mac_once(out) == -1);
+        CHECK(memcmp(out, right, sizeof out) != 0 && memcmp(out, zeros, sizeof out) != 0);
+    }
+    CHECK(mac_once(out) == 0 && memcmp(out, right, sizeof out) == 0);
+    /* cancelled before it is used up */
+    nv_hmac_fail_next(5);
+    nv_hmac_fail_next(0);
+    CHECK(mac_once(out) == 0);
+    nv_hmac_fail_next(-3);
+    CHECK(mac_once(out) == 0);
+    /* exactly INJECTED failures among RACERS threads calling at once */
+    nv_hmac_fail_next(INJECTED);
+    pthread_t t[RACERS];
+    for (int i = 0; i < RACERS; i++)
+        CHECK(pthread_create(&t[i], NULL, racer, NULL) == 0);
+    for (int i = 0; i < RACERS; i++)
+        CHECK(pthread_join(t[i], NULL) == 0);
+    CHECK(atomic_load(&race_failures) == INJECTED);
+    CHECK(mac_once(out) == 0);
+}
+
 int main(void)
 {
     uint8_t key1[20], key6[131];
@@ -52,6 +108,7 @@ int main(void)
         b[i] ^= 1;
     }
     CHECK(nv_ct_equal(a, b, 0));
+    injection();
     printf("hmac: ok\n");
     return 0;
 }
