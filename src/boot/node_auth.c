@@ -48,7 +48,33 @@ int nv_hub_proof(const uint8_t secret[NV_BOOT_SECRET_LEN], const uint8_t node_no
     return nv_hmac_sha256(secret, NV_BOOT_SECRET_LEN, parts, 6, out);
 }
 
-int nv_proof_ok(const uint8_t *proof, size_t proof_len, const uint8_t expected[NV_HMAC_SHA256_LEN])
+static enum nv_proof_check compare(int computed, const uint8_t want[NV_HMAC_SHA256_LEN], const uint8_t *proof,
+                                   size_t proof_len)
 {
-    return proof && proof_len == NV_HMAC_SHA256_LEN && nv_ct_equal(proof, expected, NV_HMAC_SHA256_LEN);
+    if (computed != 0)
+        return NV_PROOF_ERROR;
+    if (!proof || proof_len != NV_HMAC_SHA256_LEN || !nv_ct_equal(proof, want, NV_HMAC_SHA256_LEN))
+        return NV_PROOF_WRONG;
+    return NV_PROOF_OK;
+}
+
+enum nv_proof_check nv_node_proof_check(const uint8_t secret[NV_BOOT_SECRET_LEN],
+                                        const uint8_t hub_nonce[NV_BOOT_NONCE_LEN],
+                                        const uint8_t node_nonce[NV_BOOT_NONCE_LEN],
+                                        const struct nv_node_params *p, const uint8_t *proof, size_t proof_len)
+{
+    uint8_t want[NV_HMAC_SHA256_LEN];
+    return compare(nv_node_proof(secret, hub_nonce, node_nonce, p, want), want, proof, proof_len);
+}
+
+enum nv_proof_check nv_hub_proof_check(const uint8_t secret[NV_BOOT_SECRET_LEN],
+                                       const uint8_t node_nonce[NV_BOOT_NONCE_LEN],
+                                       const uint8_t hub_nonce[NV_BOOT_NONCE_LEN],
+                                       const struct nv_node_params *p, netvm_status_t status,
+                                       const char *job_id, size_t job_id_len,
+                                       const uint8_t *proof, size_t proof_len)
+{
+    uint8_t want[NV_HMAC_SHA256_LEN];
+    return compare(nv_hub_proof(secret, node_nonce, hub_nonce, p, status, job_id, job_id_len, want), want,
+                   proof, proof_len);
 }

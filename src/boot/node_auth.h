@@ -30,6 +30,8 @@ struct nv_node_params {
     uint32_t flags;
 };
 
+/* Making one's own proof: 0, or -1 if libcrypto failed (then there is no
+ * proof to send: give up the connection). */
 int nv_node_proof(const uint8_t secret[NV_BOOT_SECRET_LEN], const uint8_t hub_nonce[NV_BOOT_NONCE_LEN],
                   const uint8_t node_nonce[NV_BOOT_NONCE_LEN], const struct nv_node_params *p,
                   uint8_t out[NV_HMAC_SHA256_LEN]);
@@ -39,8 +41,25 @@ int nv_hub_proof(const uint8_t secret[NV_BOOT_SECRET_LEN], const uint8_t node_no
                  netvm_status_t status, const char *job_id, size_t job_id_len,
                  uint8_t out[NV_HMAC_SHA256_LEN]);
 
-/* 1 if proof (proof_len bytes) is the expected one, compared in constant
- * time; a proof of the wrong length is simply wrong. */
-int nv_proof_ok(const uint8_t *proof, size_t proof_len, const uint8_t expected[NV_HMAC_SHA256_LEN]);
+/* Checking the other side's proof: it is recomputed here and compared in
+ * constant time, in one call, so that no caller can compare against a proof
+ * it failed to compute. NV_PROOF_OK (0) only for the expected proof; any
+ * other value refuses the peer. NV_PROOF_WRONG: the proof (or its length)
+ * is wrong; NV_PROOF_ERROR: the expected proof could not be computed
+ * (libcrypto failed). The two refusals differ only in what the caller logs:
+ * a check that cannot be made fails closed. */
+enum nv_proof_check { NV_PROOF_OK = 0, NV_PROOF_WRONG, NV_PROOF_ERROR };
+
+enum nv_proof_check nv_node_proof_check(const uint8_t secret[NV_BOOT_SECRET_LEN],
+                                        const uint8_t hub_nonce[NV_BOOT_NONCE_LEN],
+                                        const uint8_t node_nonce[NV_BOOT_NONCE_LEN],
+                                        const struct nv_node_params *p, const uint8_t *proof, size_t proof_len);
+
+enum nv_proof_check nv_hub_proof_check(const uint8_t secret[NV_BOOT_SECRET_LEN],
+                                       const uint8_t node_nonce[NV_BOOT_NONCE_LEN],
+                                       const uint8_t hub_nonce[NV_BOOT_NONCE_LEN],
+                                       const struct nv_node_params *p, netvm_status_t status,
+                                       const char *job_id, size_t job_id_len,
+                                       const uint8_t *proof, size_t proof_len);
 
 #endif

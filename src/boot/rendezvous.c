@@ -67,9 +67,13 @@ static int authenticate(const struct nv_rendezvous_opts *o, struct nv_rendezvous
                         char *err, size_t errcap)
 {
     struct nv_node_params p = { .node = o->node, .nnodes = o->nnodes, .nlocal = o->nlocal, .flags = o->flags };
-    uint8_t nonce[NV_BOOT_NONCE_LEN], proof[NV_HMAC_SHA256_LEN], want[NV_HMAC_SHA256_LEN];
-    if (nv_random_bytes(nonce, sizeof nonce) != 0 || nv_node_proof(o->secret, hub_nonce, nonce, &p, proof) != 0) {
-        snprintf(err, errcap, "cannot make a proof: %s", errno ? strerror(errno) : "libcrypto failed");
+    uint8_t nonce[NV_BOOT_NONCE_LEN], proof[NV_HMAC_SHA256_LEN];
+    if (nv_random_bytes(nonce, sizeof nonce) != 0) {
+        snprintf(err, errcap, "cannot make a nonce: getrandom: %s", strerror(errno));
+        return -1;
+    }
+    if (nv_node_proof(o->secret, hub_nonce, nonce, &p, proof) != 0) {
+        snprintf(err, errcap, "cannot make a proof for node 0 at %s (libcrypto failed)", o->addr);
         return -1;
     }
     struct nv_boot_msg m = { .type = NV_BOOT_MSG_NODE_HELLO };
@@ -99,11 +103,16 @@ static int authenticate(const struct nv_rendezvous_opts *o, struct nv_rendezvous
         return -1;
     }
     int rc = -1;
+    enum nv_proof_check ck = NV_PROOF_WRONG;
+    if (w.type == NV_BOOT_MSG_WELCOME)
+        ck = nv_hub_proof_check(o->secret, nonce, hub_nonce, &p, w.u.welcome.status, w.u.welcome.job_id,
+                                w.u.welcome.job_id_len, w.u.welcome.proof, w.u.welcome.proof_len);
     if (w.type != NV_BOOT_MSG_WELCOME) {
         snprintf(err, errcap, "node 0 at %s answered with %s", o->addr, nv_boot_msg_type_name(w.type));
-    } else if (nv_hub_proof(o->secret, nonce, hub_nonce, &p, w.u.welcome.status, w.u.welcome.job_id,
-                            w.u.welcome.job_id_len, want) != 0 ||
-               !nv_proof_ok(w.u.welcome.proof, w.u.welcome.proof_len, want)) {
+    } else if (ck == NV_PROOF_ERROR) {
+        snprintf(err, errcap, "cannot check the proof of the launcher at %s (libcrypto failed); not joining it",
+                 o->addr);
+    } else if (ck != NV_PROOF_OK) {
         snprintf(err, errcap, "the launcher at %s could not prove that it holds the job secret; not joining it",
                  o->addr);
     } else if (w.u.welcome.status != NETVM_OK) {

@@ -9,6 +9,7 @@
  * machinery here. */
 #define _GNU_SOURCE   /* accept4, SO_PEERCRED, struct ucred */
 #include "boot/server_int.h"
+#include "util/hmac.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -420,19 +421,11 @@ static void conn_read(nv_boot_server_t *s, struct conn *c)
 
 /* --- ranks ---------------------------------------------------------------- */
 
-static int equal_ct(const uint8_t *a, const uint8_t *b, size_t n)
-{
-    uint8_t d = 0;
-    for (size_t i = 0; i < n; i++)
-        d |= a[i] ^ b[i];
-    return d == 0;
-}
-
 static void handle_hello(nv_boot_server_t *s, struct conn *c, const struct nv_boot_msg *m)
 {
     const typeof(m->u.hello) *h = &m->u.hello;
     if (h->auth != NV_BOOT_AUTH_SECRET || h->proof_len != NV_BOOT_SECRET_LEN ||
-        !equal_ct(h->proof, s->secret, NV_BOOT_SECRET_LEN)) {
+        !nv_ct_equal(h->proof, s->secret, NV_BOOT_SECRET_LEN)) {
         conn_refuse(s, c, NETVM_ERR_BOOT, "wrong job secret");
         return;
     }

@@ -143,15 +143,13 @@ static void node_hello(nv_boot_server_t *s, struct conn *c, const struct nv_boot
 {
     const typeof(m->u.node_hello) *h = &m->u.node_hello;
     struct nv_node_params p = { .node = h->node, .nnodes = h->nnodes, .nlocal = h->nlocal, .flags = h->flags };
-    uint8_t want[NV_HMAC_SHA256_LEN];
-    if (nv_node_proof(s->secret, c->nonce, h->nonce, &p, want) != 0) {
-        nv_error("boot: cannot check a rendezvous proof (libcrypto failed)");
-        nv_srv_conn_close(s, c, NULL);
-        return;
-    }
-    if (!nv_proof_ok(h->proof, h->proof_len, want)) {
-        nv_warn("boot: refused a launcher at %s: authentication failed (it does not hold this job's secret)",
-                c->peer);
+    enum nv_proof_check ck = nv_node_proof_check(s->secret, c->nonce, h->nonce, &p, h->proof, h->proof_len);
+    if (ck != NV_PROOF_OK) {
+        if (ck == NV_PROOF_ERROR)
+            nv_error("boot: refused a launcher at %s: cannot check its proof (libcrypto failed)", c->peer);
+        else
+            nv_warn("boot: refused a launcher at %s: authentication failed (it does not hold this job's "
+                    "secret)", c->peer);
         nv_srv_conn_close(s, c, NULL);
         return;
     }

@@ -229,7 +229,7 @@ static void node_hello(int fd, const uint8_t hub_nonce[NV_BOOT_NONCE_LEN], uint8
 /* A node that joins; the hub's proof must check. */
 static int join_node(int node, int nnodes)
 {
-    uint8_t hub_nonce[NV_BOOT_NONCE_LEN], my_nonce[NV_BOOT_NONCE_LEN], want[NV_HMAC_SHA256_LEN];
+    uint8_t hub_nonce[NV_BOOT_NONCE_LEN], my_nonce[NV_BOOT_NONCE_LEN];
     struct nv_node_params p = { .node = node, .nnodes = nnodes, .nlocal = NLOCAL };
     int fd = challenged(hub_nonce);
     node_hello(fd, hub_nonce, my_nonce, &p, 0);
@@ -238,8 +238,8 @@ static int join_node(int node, int nnodes)
     expect_msg(fd, NV_BOOT_MSG_WELCOME, &w, &frame);
     CHECK(w.u.welcome.status == NETVM_OK);
     CHECK(w.u.welcome.job_id_len == strlen(job) && !memcmp(w.u.welcome.job_id, job, strlen(job)));
-    CHECK(nv_hub_proof(secret, my_nonce, hub_nonce, &p, NETVM_OK, job, strlen(job), want) == 0);
-    CHECK(nv_proof_ok(w.u.welcome.proof, w.u.welcome.proof_len, want));
+    CHECK(nv_hub_proof_check(secret, my_nonce, hub_nonce, &p, NETVM_OK, job, strlen(job), w.u.welcome.proof,
+                             w.u.welcome.proof_len) == NV_PROOF_OK);
     free(frame);
     return fd;
 }
