@@ -197,14 +197,16 @@ int run_get_secret(struct job *j)
         return -1;
     }
     if (multi(j)) {
-        const char *v = getenv("NETVM_SECRET");
-        if (!v || !*v) {
+        /* taken out of the launcher's environment: the ranks get it from
+         * the job's environment (run_spawn.c), nothing else should */
+        int rc = nv_secret_take_env(j->secret);
+        if (rc < 0) {
             fprintf(stderr, "netvm run: a job across %d nodes needs its secret, the same on every node: "
                             "--secret-file FILE (64 hex digits, e.g. from `openssl rand -hex 32`) or "
                             "NETVM_SECRET in the environment\n", j->nnodes);
             return EXIT_USAGE;
         }
-        if (nv_secret_from_hex(v, strlen(v), j->secret) != 0) {
+        if (rc != 0) {
             fprintf(stderr, "netvm run: NETVM_SECRET must be %d hex digits\n", NV_BOOT_SECRET_HEX_LEN);
             return EXIT_USAGE;
         }

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -83,11 +84,34 @@ static netvm_status_t env_int(const char *name, long lo, long hi, int *out)
     return NETVM_OK;
 }
 
+/* The job secret leaves the environment when it is first read, so that
+ * nothing this process starts (a shell, a compiler, any child) inherits the
+ * job's key. A process may open bootstrap again (netvm_init after
+ * netvm_finalize): it finds the secret here. A NETVM_SECRET set since then
+ * replaces it. */
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t kept_secret[NV_BOOT_SECRET_LEN];
+static int kept;
+
 static netvm_status_t env_secret(uint8_t out[NV_BOOT_SECRET_LEN])
 {
-    const char *v = getenv("NETVM_SECRET");
-    if (!v || nv_secret_from_hex(v, strlen(v), out) != 0) {
-        nv_error("bootstrap: NETVM_SECRET must be %d hex digits", NV_BOOT_SECRET_HEX_LEN);
+    uint8_t s[NV_BOOT_SECRET_LEN];
+    pthread_mutex_lock(&kept_lock);
+    int rc = nv_secret_take_env(s);
+    if (rc == 0) {
+        memcpy(kept_secret, s, sizeof s);
+        kept = 1;
+    }
+    int ok = rc == 0 || (rc < 0 && kept);
+    if (ok)
+        memcpy(out, kept_secret, sizeof kept_secret);
+    pthread_mutex_unlock(&kept_lock);
+    explicit_bzero(s, sizeof s);
+    if (!ok) {
+        if (rc < 0)
+            nv_error("bootstrap: NETVM_SECRET is not set (start the program with `netvm run`)");
+        else
+            nv_error("bootstrap: NETVM_SECRET must be %d hex digits", NV_BOOT_SECRET_HEX_LEN);
         return NETVM_ERR_BOOT;
     }
     return NETVM_OK;
@@ -251,10 +275,11 @@ static netvm_status_t open_singleton(nv_boot_t *b)
 static netvm_status_t open_member(nv_boot_t *b, const char *addr)
 {
     netvm_status_t st;
-    if ((st = env_int("NETVM_SIZE", 1, NV_BOOT_MAX_RANKS, &b->size)) ||
+    /* the secret first: it leaves the environment even if the rest is wrong */
+    if ((st = env_secret(b->secret)) ||
+        (st = env_int("NETVM_SIZE", 1, NV_BOOT_MAX_RANKS, &b->size)) ||
         (st = env_int("NETVM_RANK", 0, b->size - 1, &b->rank)) ||
-        (st = env_job_id(b->job_id)) ||
-        (st = env_secret(b->secret)))
+        (st = env_job_id(b->job_id)))
         return st;
     uint64_t deadline = deadline_of(b->timeout_ms);
     if ((st = connect_addr(addr, deadline, &b->fd)))

@@ -1,11 +1,13 @@
 /* The boot client (boot.h) outside a launcher: singleton mode, every
- * malformed environment, unsupported addresses, and a scripted fake
- * launcher (a thread) that misbehaves in each way a client must survive:
- * silence (NETVM_ERR_TIMEOUT), refusal, garbage, replies that do not match,
- * going away (NETVM_ERR_BOOT). Nothing may hang. */
+ * malformed environment, unsupported addresses, the secret taken out of the
+ * environment and kept for the next open, and a scripted fake launcher (a
+ * thread) that misbehaves in each way a client must survive: silence
+ * (NETVM_ERR_TIMEOUT), refusal, garbage, replies that do not match, going
+ * away (NETVM_ERR_BOOT). Nothing may hang. */
 #define _GNU_SOURCE   /* accept4 */
 #include "check.h"
 #include "boot/boot.h"
+#include "boot/secret.h"
 #include "util/time.h"
 #include "wire/boot_msg.h"
 
@@ -17,6 +19,8 @@
 #include <unistd.h>
 
 static const char secret_hex[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+static const char other_hex[] = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+static uint8_t fake_wants[NV_BOOT_SECRET_LEN];     /* the proof the fake launcher accepts */
 
 static void clear_env(void)
 {
@@ -163,7 +167,7 @@ static void *fake_main(void *arg)
     uint8_t buf[1024];
     struct nv_boot_msg m;
     CHECK(read_frame(fd, &m, buf, sizeof buf) && m.type == NV_BOOT_MSG_HELLO);
-    CHECK(m.u.hello.proof_len == NV_BOOT_SECRET_LEN && m.u.hello.proof[1] == 1 && m.u.hello.proof[31] == 31);
+    CHECK(m.u.hello.proof_len == NV_BOOT_SECRET_LEN && !memcmp(m.u.hello.proof, fake_wants, NV_BOOT_SECRET_LEN));
     struct nv_boot_msg r = { .type = NV_BOOT_MSG_RESULT };
     r.u.result.dead_rank = -1;
     if (f->script == REFUSE)
@@ -292,11 +296,51 @@ static void against_fakes(void)
     CHECK(f.saw_bye);
 }
 
+/* NETVM_SECRET leaves the environment at the first open, which keeps it
+ * for the next; a new value replaces it, a malformed one is an error. */
+static void secret_kept(void)
+{
+    struct fake f;
+    nv_boot_t *b;
+    const char *nowhere = "unix:/nonexistent-dir/boot";
+    member_env("1", "2");
+    CHECK_ST(nv_boot_open(&b, nowhere, 1000), NETVM_ERR_BOOT);
+    CHECK(getenv("NETVM_SECRET") == NULL);
+    fake_start(&f, EXPECT_BYE);
+    CHECK_OK(nv_boot_open(&b, f.addr, 5000));
+    CHECK(getenv("NETVM_SECRET") == NULL);
+    nv_boot_close(b);
+    fake_stop(&f);
+    CHECK(f.saw_bye);
+
+    setenv("NETVM_SECRET", "0011", 1);
+    CHECK_ST(nv_boot_open(&b, nowhere, 1000), NETVM_ERR_BOOT);
+    CHECK(getenv("NETVM_SECRET") == NULL);
+    setenv("NETVM_SECRET", other_hex, 1);
+    CHECK(nv_secret_from_hex(other_hex, strlen(other_hex), fake_wants) == 0);
+    fake_start(&f, EXPECT_BYE);
+    CHECK_OK(nv_boot_open(&b, f.addr, 5000));
+    CHECK(getenv("NETVM_SECRET") == NULL);
+    nv_boot_close(b);
+    fake_stop(&f);
+    CHECK(f.saw_bye);
+    /* an empty value is no value: the kept one serves */
+    setenv("NETVM_SECRET", "", 1);
+    fake_start(&f, EXPECT_BYE);
+    CHECK_OK(nv_boot_open(&b, f.addr, 5000));
+    CHECK(getenv("NETVM_SECRET") == NULL);
+    nv_boot_close(b);
+    fake_stop(&f);
+    CHECK(nv_secret_from_hex(secret_hex, strlen(secret_hex), fake_wants) == 0);
+}
+
 int main(void)
 {
     alarm(60);
+    CHECK(nv_secret_from_hex(secret_hex, strlen(secret_hex), fake_wants) == 0);
     singleton();
     bad_environment();
+    secret_kept();
     against_fakes();
     printf("client: ok\n");
     return 0;

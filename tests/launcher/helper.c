@@ -1,6 +1,7 @@
 /* The rank program that launcher_test.py starts through `netvm run`; the
  * first argument picks what every rank does:
- *   env            print what the launcher told this rank (the NETVM_* variables)
+ *   env            print what the launcher told this rank (the NETVM_* variables;
+ *                  bootstrap has taken the secret out of the environment)
  *   exit R CODE    rank R exits with CODE, the others with 0
  *   kill R         rank R SIGKILLs itself after a barrier; the others enter
  *                  a second barrier, then sleep (the launcher must end them)
@@ -14,6 +15,7 @@
  *   stubborn       as sleep, ignoring SIGINT and SIGTERM */
 #include "check.h"
 #include "boot/boot.h"
+#include "boot/secret.h"
 #include "wire/boot_msg.h"
 
 #include <signal.h>
@@ -92,9 +94,17 @@ int main(int argc, char **argv)
     int arg = argc > 2 ? atoi(argv[2]) : 0;
 
     if (!strcmp(mode, "env")) {
+        /* the launcher hands the secret over; bootstrap takes it out of
+         * the environment (children must not inherit it) */
+        char secret[NV_BOOT_SECRET_HEX_LEN + 1], own[NV_BOOT_SECRET_HEX_LEN + 1];
+        const char *given = getenv("NETVM_SECRET");
+        CHECK(given && strlen(given) == 64 && strspn(given, "0123456789abcdef") == 64);
+        memcpy(secret, given, sizeof secret);
         nv_boot_t *b = boot_open();
-        const char *secret = getenv("NETVM_SECRET"), *addr = getenv("NETVM_BOOT");
-        CHECK(secret && strlen(secret) == 64 && strspn(secret, "0123456789abcdef") == 64);
+        CHECK(getenv("NETVM_SECRET") == NULL);
+        nv_secret_to_hex(nv_boot_secret(b), own);
+        CHECK(!strcmp(own, secret));
+        const char *addr = getenv("NETVM_BOOT");
         CHECK(addr && !strncmp(addr, "unix:", 5));
         const char *node_vars[] = { "NETVM_NODE", "NETVM_NNODES", "NETVM_LOCAL_RANK", "NETVM_LOCAL_SIZE",
                                     "NETVM_TCP_ADDR" };
