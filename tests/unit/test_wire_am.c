@@ -1,45 +1,310 @@
-/* Active messages: round trip of every field; malformed input rejected. */
+/* The active-message header (wire/am.h, version 3): round trips for every
+ * argument count with and without a reply token, the little-endian layout
+ * at its fixed offsets, every malformed header rejected (each field's
+ * range, both token flags, a bad token, every truncation), and random
+ * input never crashing the decoder and, when it decodes, re-encoding to
+ * the same bytes. */
 #include "check.h"
 #include "wire/am.h"
+#include "wire/endian.h"
 
 #include <string.h>
 
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next(void)
+{
+    /* xorshift64*: the same sequence on every run and host */
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545f4914f6cdd1dull;
+}
+
+/* A header with every field distinct, for nargs arguments and flags. */
+static struct nv_am_hdr sample(unsigned nargs, uint8_t flags)
+{
+    struct nv_am_hdr h;
+    memset(&h, 0, sizeof h);
+    h.flags = flags;
+    h.handler = 0xa1b2;
+    h.nargs = (uint8_t)nargs;
+    h.status = NETVM_STATUS_COUNT - 1;
+    h.credits = 0xc3d4;
+    h.src = 0x11223344u;
+    h.len = NV_AM_MAX_LEN - 5;
+    for (unsigned i = 0; i < nargs; i++)
+        h.args[i] = 0x0102030405060708ull * (i + 1) ^ 0xf0e0d0c0b0a09080ull;
+    if (flags & (NV_AMW_F_TOKEN | NV_AMW_F_REPLY)) {
+        h.token.origin = 0x8877665544332211ull;
+        h.token.call = 0xdeadbeefu;
+        h.token.pindex = 1;
+        h.token.key = 0x0badc0ffee0ddf00ull;
+        h.token.pkey = 0x1337133713371337ull;
+    }
+    return h;
+}
+
+static int same(const struct nv_am_hdr *a, const struct nv_am_hdr *b)
+{
+    if (a->flags != b->flags || a->handler != b->handler || a->nargs != b->nargs || a->status != b->status ||
+        a->credits != b->credits || a->src != b->src || a->len != b->len)
+        return 0;
+    for (unsigned i = 0; i < NV_AM_MAX_ARGS; i++)
+        if (a->args[i] != (i < a->nargs ? b->args[i] : 0) || b->args[i] != (i < b->nargs ? a->args[i] : 0))
+            return 0;
+    return a->token.origin == b->token.origin && a->token.call == b->token.call &&
+           a->token.pindex == b->token.pindex && a->token.key == b->token.key && a->token.pkey == b->token.pkey;
+}
+
+/* Decoding buf (len bytes) must fail. */
+static int rejected(const uint8_t *buf, size_t len)
+{
+    struct nv_am_hdr d;
+    return nv_am_hdr_decode(buf, len, &d) == 0;
+}
+
+static void round_trips(void)
+{
+    static const uint8_t flag_sets[] = { 0, NV_AMW_F_TOKEN, NV_AMW_F_REPLY };
+    for (unsigned nargs = 0; nargs <= NV_AM_MAX_ARGS; nargs++) {
+        for (size_t f = 0; f < sizeof flag_sets; f++) {
+            struct nv_am_hdr h = sample(nargs, flag_sets[f]), d;
+            size_t want = NV_AMW_FIXED + 8 * nargs + (flag_sets[f] ? NV_AMW_TOKEN_LEN : 0);
+            CHECK(nv_am_hdr_len(&h) == want);
+            CHECK(want <= NV_AM_HDR_MAX);
+            uint8_t buf[NV_AM_HDR_MAX + 16];
+            memset(buf, 0xee, sizeof buf);
+            CHECK(nv_am_hdr_encode(&h, buf) == want);
+            CHECK(buf[want] == 0xee);   /* nothing written past the header */
+            /* the decoder overwrites every field, leftovers included */
+            memset(&d, 0x5a, sizeof d);
+            CHECK(nv_am_hdr_decode(buf, want, &d) == want);
+            CHECK(same(&h, &d));
+            for (unsigned i = nargs; i < NV_AM_MAX_ARGS; i++)
+                CHECK(d.args[i] == 0);
+            if (!flag_sets[f])
+                CHECK(d.token.origin == 0 && d.token.call == 0 && d.token.pindex == 0 && d.token.key == 0 &&
+                      d.token.pkey == 0);
+            /* with the payload (or anything) after it: the header's length */
+            CHECK(nv_am_hdr_decode(buf, sizeof buf, &d) == want);
+            CHECK(same(&h, &d));
+            /* a header longer than the buffer: truncated at every length */
+            for (size_t n = 0; n < want; n++)
+                CHECK(rejected(buf, n));
+
+            /* the extremes of each field */
+            h.handler = UINT16_MAX;
+            h.status = 0;
+            h.credits = UINT16_MAX;
+            h.src = UINT32_MAX;
+            h.len = NV_AM_MAX_LEN;
+            for (unsigned i = 0; i < nargs; i++)
+                h.args[i] = i & 1 ? 0 : UINT64_MAX;
+            if (flag_sets[f]) {
+                h.token.pindex = 0;
+                h.token.call = UINT32_MAX;
+                h.token.origin = h.token.key = h.token.pkey = UINT64_MAX;
+            }
+            CHECK(nv_am_hdr_encode(&h, buf) == want);
+            CHECK(nv_am_hdr_decode(buf, want, &d) == want && same(&h, &d));
+            h.len = 0;
+            CHECK(nv_am_hdr_encode(&h, buf) == want);
+            CHECK(nv_am_hdr_decode(buf, want, &d) == want && same(&h, &d));
+        }
+    }
+}
+
+static void layout(void)
+{
+    /* six arguments and a token: every byte at its documented offset */
+    struct nv_am_hdr h = sample(NV_AM_MAX_ARGS, NV_AMW_F_TOKEN);
+    uint8_t b[NV_AM_HDR_MAX];
+    CHECK(nv_am_hdr_encode(&h, b) == NV_AM_HDR_MAX);
+    CHECK(NV_AM_HDR_MAX == 24 + 48 + 32);
+    CHECK(b[0] == NV_AM_VERSION && NV_AM_VERSION == 3);
+    CHECK(b[1] == NV_AMW_F_TOKEN);
+    CHECK(b[2] == 0xb2 && b[3] == 0xa1);                                  /* handler */
+    CHECK(b[4] == NV_AM_MAX_ARGS);                                        /* nargs */
+    CHECK(b[5] == NETVM_STATUS_COUNT - 1);                                /* status */
+    CHECK(b[6] == 0xd4 && b[7] == 0xc3);                                  /* credits */
+    CHECK(b[8] == 0x44 && b[9] == 0x33 && b[10] == 0x22 && b[11] == 0x11); /* src */
+    CHECK(b[12] == 0 && b[13] == 0 && b[14] == 0 && b[15] == 0);          /* reserved */
+    CHECK(nv_get64(b + 16) == NV_AM_MAX_LEN - 5);                         /* payload length */
+    CHECK(b[16] == (uint8_t)(NV_AM_MAX_LEN - 5) && b[19] == 0x3f && b[23] == 0);
+    for (unsigned i = 0; i < NV_AM_MAX_ARGS; i++) {
+        CHECK(nv_get64(b + 24 + 8 * i) == h.args[i]);
+        CHECK(b[24 + 8 * i] == (uint8_t)h.args[i] && b[31 + 8 * i] == (uint8_t)(h.args[i] >> 56));
+    }
+    const uint8_t *t = b + 24 + 8 * NV_AM_MAX_ARGS;
+    CHECK(t[0] == 0x11 && t[7] == 0x88);                                  /* origin */
+    CHECK(t[8] == 0xef && t[9] == 0xbe && t[10] == 0xad && t[11] == 0xde); /* call */
+    CHECK(t[12] == 1 && t[13] == 0 && t[14] == 0 && t[15] == 0);          /* pindex */
+    CHECK(nv_get64(t + 16) == 0x0badc0ffee0ddf00ull && t[16] == 0x00 && t[23] == 0x0b); /* key */
+    CHECK(nv_get64(t + 24) == 0x1337133713371337ull);                     /* pkey */
+
+    /* no arguments, a reply: the token follows the fixed part directly */
+    h = sample(0, NV_AMW_F_REPLY);
+    CHECK(nv_am_hdr_encode(&h, b) == NV_AMW_FIXED + NV_AMW_TOKEN_LEN);
+    CHECK(b[1] == NV_AMW_F_REPLY && b[4] == 0);
+    CHECK(nv_get64(b + 24) == h.token.origin && nv_get32(b + 32) == h.token.call);
+    /* two arguments, no token */
+    h = sample(2, 0);
+    CHECK(nv_am_hdr_encode(&h, b) == NV_AMW_FIXED + 16);
+    CHECK(b[1] == 0 && nv_get64(b + 24) == h.args[0] && nv_get64(b + 32) == h.args[1]);
+}
+
+static void malformed(void)
+{
+    uint8_t good[NV_AM_HDR_MAX], b[NV_AM_HDR_MAX];
+    struct nv_am_hdr h = sample(3, NV_AMW_F_TOKEN), d;
+    size_t n = nv_am_hdr_encode(&h, good);
+    CHECK(nv_am_hdr_decode(good, n, &d) == n);
+    const size_t tok = NV_AMW_FIXED + 8 * 3;   /* the token's offset */
+
+    /* version */
+    static const uint8_t versions[] = { 0, 1, 2, 4, 0x83, 0xff };
+    for (size_t i = 0; i < sizeof versions; i++) {
+        memcpy(b, good, n);
+        b[0] = versions[i];
+        CHECK(rejected(b, n));
+        CHECK(rejected(b, sizeof b));
+    }
+    /* unknown flags, each bit, alone and with a known one */
+    for (unsigned bit = 2; bit < 8; bit++) {
+        memcpy(b, good, n);
+        b[1] = (uint8_t)(1u << bit);
+        CHECK(rejected(b, sizeof b));
+        b[1] = (uint8_t)(1u << bit | NV_AMW_F_TOKEN);
+        CHECK(rejected(b, sizeof b));
+        b[1] = (uint8_t)(1u << bit | NV_AMW_F_REPLY);
+        CHECK(rejected(b, sizeof b));
+    }
+    /* a request and a reply at once */
+    memcpy(b, good, n);
+    b[1] = NV_AMW_F_TOKEN | NV_AMW_F_REPLY;
+    CHECK(rejected(b, sizeof b));
+    /* too many arguments (with room for them all in the buffer) */
+    static const uint8_t nargs[] = { NV_AM_MAX_ARGS + 1, 8, 0x80, 0xff };
+    for (size_t i = 0; i < sizeof nargs; i++) {
+        uint8_t big[1024] = { 0 };
+        memcpy(big, good, n);
+        big[4] = nargs[i];
+        big[1] = 0;
+        CHECK(rejected(big, sizeof big));
+    }
+    /* status out of range */
+    for (unsigned st = NETVM_STATUS_COUNT; st < 256; st++) {
+        memcpy(b, good, n);
+        b[5] = (uint8_t)st;
+        CHECK(rejected(b, n));
+    }
+    memcpy(b, good, n);
+    b[5] = NETVM_STATUS_COUNT - 1;
+    CHECK(nv_am_hdr_decode(b, n, &d) == n);
+    /* reserved nonzero, any of its bytes */
+    for (unsigned i = 12; i < 16; i++) {
+        memcpy(b, good, n);
+        b[i] = 1;
+        CHECK(rejected(b, n));
+        b[i] = 0x80;
+        CHECK(rejected(b, n));
+    }
+    /* payload longer than an active message may be */
+    static const uint64_t lens[] = { NV_AM_MAX_LEN + 1, NV_AM_MAX_LEN << 1, 1ull << 63, UINT64_MAX };
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        memcpy(b, good, n);
+        nv_put64(b + 16, lens[i]);
+        CHECK(rejected(b, n));
+    }
+    memcpy(b, good, n);
+    nv_put64(b + 16, NV_AM_MAX_LEN);
+    CHECK(nv_am_hdr_decode(b, n, &d) == n && d.len == NV_AM_MAX_LEN);
+    /* a token's pindex is 0 or 1 */
+    static const uint32_t pindex[] = { 2, 3, 0x100, 0x80000000u, UINT32_MAX };
+    for (size_t i = 0; i < sizeof pindex / sizeof pindex[0]; i++) {
+        memcpy(b, good, n);
+        nv_put32(b + tok + 12, pindex[i]);
+        CHECK(rejected(b, n));
+        b[1] = NV_AMW_F_REPLY;
+        CHECK(rejected(b, n));
+    }
+    for (uint32_t p = 0; p <= 1; p++) {
+        memcpy(b, good, n);
+        nv_put32(b + tok + 12, p);
+        CHECK(nv_am_hdr_decode(b, n, &d) == n && d.token.pindex == p);
+    }
+    /* without a token flag the same bytes are payload, not a token: any
+     * pindex there is none of the decoder's business */
+    memcpy(b, good, n);
+    b[1] = 0;
+    nv_put32(b + tok + 12, 7);
+    CHECK(nv_am_hdr_decode(b, n, &d) == tok && d.token.pindex == 0);
+    /* truncated at every length below the whole header, for every shape */
+    for (unsigned k = 0; k <= NV_AM_MAX_ARGS; k++) {
+        for (uint8_t f = 0; f <= NV_AMW_F_REPLY; f++) {
+            struct nv_am_hdr s = sample(k, f);
+            size_t m = nv_am_hdr_encode(&s, b);
+            for (size_t cut = 0; cut < m; cut++)
+                CHECK(rejected(b, cut));
+            CHECK(nv_am_hdr_decode(b, m, &d) == m);
+        }
+    }
+}
+
+static void random_inputs(void)
+{
+    long decoded = 0, with_token = 0;
+    for (int it = 0; it < 100000; it++) {
+        uint8_t in[NV_AM_HDR_MAX + 8], out[NV_AM_HDR_MAX];
+        for (size_t i = 0; i < sizeof in; i += 8)
+            nv_put64(in + i, next());
+        /* three inputs in four get plausible fields, so many decode and
+         * the later checks see more than the first bytes */
+        uint64_t r = next();
+        if (r % 4) {
+            in[0] = (r >> 8) % 16 ? NV_AM_VERSION : (uint8_t)(r >> 16);
+            if ((r >> 24) % 8)
+                in[1] &= (r >> 27) % 8 ? NV_AMW_F_ALL : 0xff;
+            if ((r >> 30) % 8)
+                in[4] = (uint8_t)(in[4] % (NV_AM_MAX_ARGS + 2));
+            if ((r >> 33) % 8)
+                in[5] = (uint8_t)(in[5] % (NETVM_STATUS_COUNT + 1));
+            if ((r >> 36) % 8)
+                memset(in + 12, 0, 4);
+            if ((r >> 39) % 8)
+                nv_put64(in + 16, nv_get64(in + 16) % (NV_AM_MAX_LEN + 2));
+            /* the token's pindex: 0, 1, or the first bad value */
+            size_t tok = NV_AMW_FIXED + 8u * (in[4] <= NV_AM_MAX_ARGS ? in[4] : 0);
+            if ((r >> 42) % 4)
+                nv_put32(in + tok + 12, (uint32_t)(next() % 3));
+        }
+        size_t len = (size_t)(next() % (sizeof in + 1));
+        struct nv_am_hdr h, h2;
+        memset(&h, 0, sizeof h);
+        size_t n = nv_am_hdr_decode(in, len, &h);
+        if (!n)
+            continue;
+        decoded++;
+        with_token += (h.flags & (NV_AMW_F_TOKEN | NV_AMW_F_REPLY)) != 0;
+        CHECK(n <= len && n <= NV_AM_HDR_MAX && n == nv_am_hdr_len(&h));
+        CHECK(!(h.flags & ~NV_AMW_F_ALL) && (h.flags & NV_AMW_F_ALL) != NV_AMW_F_ALL);
+        CHECK(h.nargs <= NV_AM_MAX_ARGS && h.status < NETVM_STATUS_COUNT && h.len <= NV_AM_MAX_LEN);
+        CHECK(h.token.pindex <= 1);
+        memset(out, 0, sizeof out);
+        CHECK(nv_am_hdr_encode(&h, out) == n);
+        CHECK(memcmp(in, out, n) == 0);
+        CHECK(nv_am_hdr_decode(out, n, &h2) == n && same(&h, &h2));
+    }
+    /* the generator does reach the decoder's end, with and without tokens */
+    CHECK(decoded > 5000 && with_token > 1000 && decoded - with_token > 1000);
+}
+
 int main(void)
 {
-    struct nv_am m = { .kind = NV_AM_ATOMIC, .op = 3, .status = 7, .src_rank = 1023, .req_id = 0xdeadbeef,
-                       .slot = 77, .key = 0x0123456789abcdefull, .off = 1ull << 40,
-                       .operand = UINT64_MAX, .compare = 5, .flags = NV_AM_F_NOTIFY, .tag = 0xfeedull }, d;
-    uint8_t buf[NV_AM_SIZE];
-    nv_am_encode(&m, buf);
-    CHECK(nv_am_decode(buf, sizeof buf, &d) == 0);
-    CHECK(d.kind == m.kind && d.op == m.op && d.status == m.status && d.src_rank == m.src_rank);
-    CHECK(d.req_id == m.req_id && d.slot == m.slot && d.key == m.key && d.off == m.off);
-    CHECK(d.operand == m.operand && d.compare == m.compare && d.flags == m.flags && d.tag == m.tag);
-    /* little-endian on the wire whatever the host */
-    CHECK(buf[24] == 0xef && buf[31] == 0x01);
-    CHECK(nv_am_decode(buf, NV_AM_SIZE - 1, &d) == -1);     /* truncated */
-    uint8_t bad[NV_AM_SIZE];
-    memcpy(bad, buf, sizeof bad);
-    bad[0] = 99;                                            /* version */
-    CHECK(nv_am_decode(bad, sizeof bad, &d) == -1);
-    memcpy(bad, buf, sizeof bad);
-    bad[1] = 0;                                             /* kind */
-    CHECK(nv_am_decode(bad, sizeof bad, &d) == -1);
-    bad[1] = NV_AM_KIND_MAX;
-    CHECK(nv_am_decode(bad, sizeof bad, &d) == -1);
-    memcpy(bad, buf, sizeof bad);
-    bad[11] = 0x80;                                         /* negative rank */
-    CHECK(nv_am_decode(bad, sizeof bad, &d) == -1);
-    memcpy(bad, buf, sizeof bad);
-    bad[3] = 0x80;                                          /* unknown flag */
-    CHECK(nv_am_decode(bad, sizeof bad, &d) == -1);
-    /* random bytes never crash the decoder */
-    srand(1);
-    for (int i = 0; i < 100000; i++) {
-        for (int k = 0; k < NV_AM_SIZE; k++)
-            bad[k] = (uint8_t)rand();
-        bad[0] = NV_AM_VERSION;
-        (void)nv_am_decode(bad, (size_t)(rand() % (NV_AM_SIZE + 1)), &d);
-    }
+    round_trips();
+    layout();
+    malformed();
+    random_inputs();
     return 0;
 }
