@@ -1,79 +1,382 @@
-/* The shm link's message ring: order, capacity, wrap-around, and several
- * producer threads against one consumer losing nothing. */
+/* The shm link's message ring (link/shm/shm_block.h over util/mpsc_ring.h):
+ * records of several 64-byte slots. Every length from 1 to 2000 bytes
+ * round-trips intact across the ring's wrap-around; a record of more than
+ * half the ring is refused (-2); a full ring refuses (-1) and frees up as
+ * the consumer pops; a malformed first slot is dropped (SIZE_MAX) and the
+ * next record still arrives, and so is a record longer than the consumer's
+ * buffer, all of it; several producer threads and one consumer
+ * move 200000 records of random lengths, each producer's in order, none
+ * lost or duplicated. Bounded by counts, never by time. */
 #include "check.h"
 #include "link/shm/shm_block.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define RING 64
-#define PER_THREAD 200000
-#define THREADS 3
+#define RING     128                              /* slots */
+#define PER      (NV_CACHELINE - 8)               /* record bytes per slot */
+#define MAX_REC  ((RING / 2) * PER - 4)           /* the longest record: half the ring */
+#define THREADS  4
+#define TOTAL    200000                           /* records through the threaded ring */
 
 static struct nv_shm_hdr *make_ring(void)
 {
-    size_t off = 4096;
-    struct nv_shm_hdr *h = aligned_alloc(4096, off + RING * sizeof(struct nv_shm_ring_slot));
-    memset(h, 0, off);
+    size_t off = (sizeof(struct nv_shm_hdr) + NV_CACHELINE - 1) & ~(size_t)(NV_CACHELINE - 1);
+    size_t total = off + RING * sizeof(struct nv_shm_ring_slot);
+    struct nv_shm_hdr *h = aligned_alloc(NV_CACHELINE, total);
+    CHECK(h);
+    memset(h, 0, total);
     h->ring_size = RING;
     h->ring_off = off;
-    for (uint64_t i = 0; i < RING; i++)
-        atomic_store(&nv_shm_ring(h)[i].seq, i);
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    nv_mpsc_init(&q);
     return h;
 }
 
-static void *producer(void *arg)
+static uint8_t pattern(uint64_t tag, size_t i)
 {
-    struct nv_shm_hdr *h = ((void **)arg)[0];
-    uint32_t id = (uint32_t)(uintptr_t)((void **)arg)[1];
-    uint8_t msg[NV_AM_SIZE] = { 0 };
-    for (uint32_t i = 0; i < PER_THREAD; i++) {
-        memcpy(msg, &id, 4);
-        memcpy(msg + 4, &i, 4);
-        while (nv_shm_ring_push(h, msg) != 0)
-            ;
+    return (uint8_t)(tag * 131 + i * 7 + (i >> 8) + (tag >> 8));
+}
+
+static void fill(uint8_t *buf, size_t n, uint64_t tag)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = pattern(tag, i);
+}
+
+static int intact(const uint8_t *buf, size_t n, uint64_t tag)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != pattern(tag, i))
+            return 0;
+    return 1;
+}
+
+/* Pop one record, which must be n bytes of pattern tag, and nothing
+ * written past it. */
+static void pop_expect(const struct nv_mpsc *q, size_t n, uint64_t tag)
+{
+    static uint8_t out[8192];
+    memset(out, 0xcc, n + 64 < sizeof out ? n + 64 : sizeof out);
+    size_t r = nv_mpsc_pop_bytes(q, out, sizeof out);
+    if (r != n)
+        FAILF("popped %zu bytes, wanted %zu (tag %llu)", r, n, (unsigned long long)tag);
+    CHECK(intact(out, n, tag));
+    if (n + 1 < sizeof out)
+        CHECK(out[n] == 0xcc);
+}
+
+static void pop_empty(const struct nv_mpsc *q)
+{
+    uint8_t out[16];
+    CHECK(!nv_mpsc_nonempty(q));
+    CHECK(nv_mpsc_pop_bytes(q, out, sizeof out) == 0);
+}
+
+static uint64_t tail_of(const struct nv_mpsc *q) { return atomic_load(q->tail); }
+
+/* --- every length, across the wrap-around ------------------------------------------------ */
+
+static void every_length(struct nv_shm_hdr *h)
+{
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    static uint8_t buf[4096];
+    /* in flight: lengths in push order */
+    size_t fifo[RING], fhead = 0, ftail = 0;
+    long straddled = 0, split = 0;
+    uint64_t start = tail_of(&q);
+    for (size_t n = 1; n <= 2000; n++) {
+        fill(buf, n, n);
+        size_t k = nv_mpsc_rec_slots(&q, n);
+        CHECK(k == (n + 4 + PER - 1) / PER && k <= RING / 2);
+        int rc;
+        for (;;) {
+            uint64_t pos = tail_of(&q);
+            /* the first and the second part may be split anywhere */
+            size_t a = n % 3 == 0 ? n : (n * 37) % (n + 1);
+            rc = nv_mpsc_push_bytes(&q, buf, a, buf + a, n - a);
+            if (rc == 0) {
+                straddled += (pos & (RING - 1)) + k > RING;
+                split += a != n;
+                CHECK(tail_of(&q) == pos + k);
+                break;
+            }
+            CHECK(rc == -1);   /* full: the consumer makes room */
+            CHECK(fhead != ftail);
+            pop_expect(&q, fifo[fhead % RING], fifo[fhead % RING]);
+            fhead++;
+        }
+        fifo[ftail++ % RING] = n;
+        CHECK(ftail - fhead <= RING);
+        if (n % 5 == 0) {   /* the consumer sometimes keeps up, sometimes lags */
+            pop_expect(&q, fifo[fhead % RING], fifo[fhead % RING]);
+            fhead++;
+        }
+    }
+    while (fhead != ftail) {
+        pop_expect(&q, fifo[fhead % RING], fifo[fhead % RING]);
+        fhead++;
+    }
+    pop_empty(&q);
+    /* many laps, and many records across the ring's end */
+    CHECK(tail_of(&q) - start > 50 * RING);
+    CHECK(straddled > 100 && split > 1000);
+}
+
+/* --- too long -------------------------------------------------------------------------- */
+
+static void too_long(struct nv_shm_hdr *h)
+{
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    static uint8_t buf[8192];
+    CHECK(nv_mpsc_rec_slots(&q, MAX_REC) == RING / 2 && nv_mpsc_rec_slots(&q, MAX_REC + 1) == RING / 2 + 1);
+    uint64_t t0 = tail_of(&q);
+    fill(buf, sizeof buf, 77);
+    CHECK(nv_mpsc_push_bytes(&q, buf, MAX_REC + 1, NULL, 0) == -2);
+    CHECK(nv_mpsc_push_bytes(&q, buf, 100, buf + 100, MAX_REC + 1 - 100) == -2);
+    CHECK(nv_mpsc_push_bytes(&q, buf, sizeof buf, NULL, 0) == -2);
+    CHECK(nv_mpsc_push_bytes(&q, buf, 0, buf, sizeof buf) == -2);
+    CHECK(tail_of(&q) == t0);   /* a refusal takes nothing */
+    pop_empty(&q);
+    /* exactly half the ring fits, twice */
+    CHECK(nv_mpsc_push_bytes(&q, buf, MAX_REC, NULL, 0) == 0);
+    CHECK(nv_mpsc_push_bytes(&q, buf, 1000, buf + 1000, MAX_REC - 1000) == 0);
+    /* the ring is full now; too long is still -2, not -1 */
+    CHECK(nv_mpsc_push_bytes(&q, buf, 1, NULL, 0) == -1);
+    CHECK(nv_mpsc_push_bytes(&q, buf, MAX_REC + 1, NULL, 0) == -2);
+    pop_expect(&q, MAX_REC, 77);
+    pop_expect(&q, MAX_REC, 77);
+    pop_empty(&q);
+}
+
+/* --- a full ring ----------------------------------------------------------------------- */
+
+static void full(struct nv_shm_hdr *h)
+{
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    uint8_t buf[4096];
+    const size_t one = PER - 4, two = PER + 1;   /* one slot; two slots */
+    CHECK(nv_mpsc_rec_slots(&q, one) == 1 && nv_mpsc_rec_slots(&q, two) == 2);
+    uint64_t tag = 1000;
+    size_t fifo[RING + 8], fh = 0, ft = 0;
+#define PUSH(n) do { fill(buf, (n), tag + ft); CHECK(nv_mpsc_push_bytes(&q, buf, (n), NULL, 0) == 0); \
+                     fifo[ft++] = (n); } while (0)
+#define POP() do { pop_expect(&q, fifo[fh], tag + fh); fh++; } while (0)
+    for (int i = 0; i < RING; i++)
+        PUSH(one);
+    CHECK(nv_mpsc_push_bytes(&q, buf, 1, NULL, 0) == -1);
+    CHECK(nv_mpsc_push_bytes(&q, buf, two, NULL, 0) == -1);
+    POP();                                                     /* one slot free */
+    CHECK(nv_mpsc_push_bytes(&q, buf, two, NULL, 0) == -1);   /* not enough for two */
+    PUSH(one);
+    CHECK(nv_mpsc_push_bytes(&q, buf, 1, NULL, 0) == -1);
+    POP();
+    POP();
+    POP();                                                     /* three free */
+    PUSH(two);
+    CHECK(nv_mpsc_push_bytes(&q, buf, two, NULL, 0) == -1);
+    PUSH(1);
+    CHECK(nv_mpsc_push_bytes(&q, buf, 1, NULL, 0) == -1);
+    while (fh < ft)
+        POP();
+    pop_empty(&q);
+    /* four records of a quarter of the ring each fill it */
+    const size_t quarter = (RING / 4) * PER - 4;
+    tag = 5000;
+    fh = ft = 0;
+    for (int i = 0; i < 4; i++)
+        PUSH(quarter);
+    CHECK(nv_mpsc_push_bytes(&q, buf, 1, NULL, 0) == -1);
+    POP();
+    CHECK(nv_mpsc_push_bytes(&q, buf, quarter + 1, NULL, 0) == -1);
+    PUSH(quarter);
+    CHECK(nv_mpsc_push_bytes(&q, buf, 1, NULL, 0) == -1);
+    while (fh < ft)
+        POP();
+    pop_empty(&q);
+#undef PUSH
+#undef POP
+}
+
+/* --- malformed records ----------------------------------------------------------------- */
+
+/* What a broken or hostile producer could leave: one published slot whose
+ * length says len. */
+static void push_raw(const struct nv_mpsc *q, uint32_t len)
+{
+    uint64_t pos = atomic_load(q->tail);
+    CHECK(atomic_load(nv_mpsc_seq(q, pos)) == pos);   /* free for this lap */
+    uint8_t *r = nv_mpsc_rec(q, pos);
+    memset(r, 0xab, PER);
+    r[0] = (uint8_t)len;
+    r[1] = (uint8_t)(len >> 8);
+    r[2] = (uint8_t)(len >> 16);
+    r[3] = (uint8_t)(len >> 24);
+    atomic_store(q->tail, pos + 1);
+    atomic_store_explicit(nv_mpsc_seq(q, pos), pos + 1, memory_order_release);
+}
+
+/* Nothing leaked: the whole ring takes one-slot records again. */
+static void whole_ring(const struct nv_mpsc *q)
+{
+    uint8_t buf[PER];
+    for (int i = 0; i < RING; i++) {
+        fill(buf, PER - 4, (uint64_t)i);
+        CHECK(nv_mpsc_push_bytes(q, buf, PER - 4, NULL, 0) == 0);
+    }
+    CHECK(nv_mpsc_push_bytes(q, buf, 1, NULL, 0) == -1);
+    for (int i = 0; i < RING; i++)
+        pop_expect(q, PER - 4, (uint64_t)i);
+    pop_empty(q);
+}
+
+static void malformed(struct nv_shm_hdr *h)
+{
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    static uint8_t buf[4096], out[4096];
+    static const uint32_t bad[] = { MAX_REC + 1, RING * PER, 1u << 20, 0x80000000u, UINT32_MAX };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fill(buf, 300, i);
+        CHECK(nv_mpsc_push_bytes(&q, buf, 300, NULL, 0) == 0);
+        push_raw(&q, bad[i]);
+        fill(buf, 20, i + 100);
+        CHECK(nv_mpsc_push_bytes(&q, buf, 20, NULL, 0) == 0);
+        push_raw(&q, bad[(i + 1) % (sizeof bad / sizeof bad[0])]);
+        push_raw(&q, bad[i]);
+        fill(buf, 1500, i + 200);
+        CHECK(nv_mpsc_push_bytes(&q, buf, 1500, NULL, 0) == 0);
+        pop_expect(&q, 300, i);
+        CHECK(nv_mpsc_pop_bytes(&q, out, sizeof out) == SIZE_MAX);
+        pop_expect(&q, 20, i + 100);
+        CHECK(nv_mpsc_pop_bytes(&q, out, sizeof out) == SIZE_MAX);
+        CHECK(nv_mpsc_pop_bytes(&q, out, sizeof out) == SIZE_MAX);
+        pop_expect(&q, 1500, i + 200);
+        pop_empty(&q);
+    }
+    whole_ring(&q);
+}
+
+/* A well-formed record longer than the consumer's buffer: "dropped"
+ * (mpsc_ring.h), so all of its slots go, and the next record is the next
+ * one a producer pushed, never a slot of the dropped one read as a record. */
+static void over_cap(struct nv_shm_hdr *h)
+{
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    static uint8_t buf[4096], out[4096];
+    for (size_t n = 60; n <= 2000; n += 388) {
+        fill(buf, n, n);
+        CHECK(nv_mpsc_push_bytes(&q, buf, n, NULL, 0) == 0);
+        fill(buf, 60, n + 1);
+        CHECK(nv_mpsc_push_bytes(&q, buf, 60, NULL, 0) == 0);
+        CHECK(nv_mpsc_pop_bytes(&q, out, n - 1) == SIZE_MAX);
+        pop_expect(&q, 60, n + 1);
+        pop_empty(&q);
+    }
+    whole_ring(&q);
+}
+
+/* --- producer threads ------------------------------------------------------------------ */
+
+struct producer {
+    pthread_t   thread;
+    struct nv_shm_hdr *h;
+    uint32_t    id;
+    uint32_t    count;
+    long        full;   /* pushes refused because the ring was full */
+};
+
+static uint64_t xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* The payload length of record seq of producer id: both sides compute it. */
+static size_t rec_len(uint32_t id, uint32_t seq)
+{
+    uint64_t s = ((uint64_t)id << 32 | seq) * 0x9e3779b97f4a7c15ull + 1;
+    uint64_t r = xorshift(&s);
+    return r % 8 == 0 ? (size_t)(r >> 8) % 2001 : (size_t)(r >> 8) % 120;
+}
+
+static uint64_t rec_tag(uint32_t id, uint32_t seq) { return (uint64_t)id << 32 | seq; }
+
+static void *produce(void *arg)
+{
+    struct producer *p = arg;
+    struct nv_mpsc q = nv_shm_ring_view(p->h);
+    static _Thread_local uint8_t payload[2048];
+    for (uint32_t seq = 0; seq < p->count; seq++) {
+        uint32_t head[3] = { p->id, seq, (uint32_t)rec_len(p->id, seq) };
+        fill(payload, head[2], rec_tag(p->id, seq));
+        int rc;
+        while ((rc = nv_mpsc_push_bytes(&q, head, sizeof head, payload, head[2])) == -1) {
+            p->full++;
+            sched_yield();
+        }
+        CHECK(rc == 0);
     }
     return NULL;
+}
+
+static void threads(struct nv_shm_hdr *h)
+{
+    struct producer p[THREADS];
+    for (uint32_t i = 0; i < THREADS; i++) {
+        p[i] = (struct producer){ .h = h, .id = i, .count = TOTAL / THREADS };
+        CHECK(pthread_create(&p[i].thread, NULL, produce, &p[i]) == 0);
+    }
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    static uint8_t out[4096];
+    uint32_t next[THREADS] = { 0 };
+    long got = 0, empty = 0;
+    while (got < TOTAL) {
+        size_t r = nv_mpsc_pop_bytes(&q, out, sizeof out);
+        if (r == 0) {
+            empty++;
+            sched_yield();
+            continue;
+        }
+        CHECK(r != SIZE_MAX && r >= 12);
+        uint32_t head[3];
+        memcpy(head, out, sizeof head);
+        if (head[0] >= THREADS)
+            FAILF("record from producer %u", head[0]);
+        if (head[1] != next[head[0]])   /* per producer: in order, none lost or repeated */
+            FAILF("producer %u: record %u, wanted %u", head[0], head[1], next[head[0]]);
+        CHECK(head[2] == rec_len(head[0], head[1]) && r == 12 + (size_t)head[2]);
+        CHECK(intact(out + 12, head[2], rec_tag(head[0], head[1])));
+        next[head[0]]++;
+        got++;
+    }
+    long full = 0;
+    for (uint32_t i = 0; i < THREADS; i++) {
+        CHECK(pthread_join(p[i].thread, NULL) == 0);
+        CHECK(next[i] == TOTAL / THREADS);
+        full += p[i].full;
+    }
+    pop_empty(&q);   /* nothing more than was sent */
+    printf("%d records from %d producers; %ld pushes found the ring full, %ld pops found it empty\n", TOTAL,
+           THREADS, full, empty);
 }
 
 int main(void)
 {
     struct nv_shm_hdr *h = make_ring();
-    uint8_t msg[NV_AM_SIZE], out[NV_AM_SIZE];
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    CHECK(q.stride == 64 && q.mask == RING - 1);
+    pop_empty(&q);
     CHECK(!nv_shm_ring_nonempty(h));
-    CHECK(nv_shm_ring_pop(h, out) == 0);
-    for (int i = 0; i < RING; i++) {
-        memset(msg, i, sizeof msg);
-        CHECK(nv_shm_ring_push(h, msg) == 0);
-    }
-    CHECK(nv_shm_ring_push(h, msg) == -1);   /* full */
-    for (int i = 0; i < RING; i++) {
-        CHECK(nv_shm_ring_pop(h, out) == 1);
-        CHECK(out[0] == i && out[NV_AM_SIZE - 1] == i);
-    }
-    CHECK(nv_shm_ring_pop(h, out) == 0);
-
-    pthread_t t[THREADS];
-    void *args[THREADS][2];
-    for (int i = 0; i < THREADS; i++) {
-        args[i][0] = h;
-        args[i][1] = (void *)(uintptr_t)i;
-        pthread_create(&t[i], NULL, producer, args[i]);
-    }
-    uint32_t next[THREADS] = { 0 };
-    for (long got = 0; got < (long)THREADS * PER_THREAD;) {
-        if (!nv_shm_ring_pop(h, out))
-            continue;
-        uint32_t id, seq;
-        memcpy(&id, out, 4);
-        memcpy(&seq, out + 4, 4);
-        CHECK(id < THREADS && seq == next[id]);   /* per-producer order, nothing lost */
-        next[id]++;
-        got++;
-    }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(t[i], NULL);
+    every_length(h);
+    too_long(h);
+    full(h);
+    malformed(h);
+    threads(h);
+    over_cap(h);
     free(h);
     return 0;
 }
