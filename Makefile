@@ -31,12 +31,12 @@ build-tsan: deps
 # libFuzzer binaries for every wire decoder (clang).
 build-fuzz: deps
 	@CC=clang cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNETVM_FUZZ=ON >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_tcp_frame fuzz_am fuzz_tcp_rx fuzz_boot_msg fuzz_ep
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_tcp_frame fuzz_am fuzz_tcp_rx fuzz_boot_msg fuzz_ep fuzz_handshake
 
 # Each fuzzer runs FUZZ_SECONDS from the committed corpus (copied: new inputs
 # stay out of the tree); a crash fails the run and leaves its input here.
 fuzz: build-fuzz
-	@for t in tcp_frame am tcp_rx boot_msg ep; do \
+	@for t in tcp_frame am tcp_rx boot_msg ep handshake; do \
 	  dir=$$(mktemp -d); cp tests/fuzz/corpus/$$t/* $$dir/; \
 	  echo "== fuzzing $$t for $(FUZZ_SECONDS) s"; \
 	  $(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_BUILD)/ \
