@@ -101,7 +101,7 @@ static int check_multi(struct job *j, int node_given)
         return EXIT_USAGE;
     }
     char host[256], port[8], err[256];
-    if (nv_tcp_split(j->rendezvous, host, sizeof host, port, sizeof port, err, sizeof err) != 0) {
+    if (nv_boot_tcp_split(j->rendezvous, host, sizeof host, port, sizeof port, err, sizeof err) != 0) {
         fprintf(stderr, "netvm run: --rendezvous %s\n", err);
         return EXIT_USAGE;
     }

@@ -51,6 +51,10 @@ typedef enum {
     NETVM_EV_COUNTER,          /* counting notification with no handler: id = counter,
                                   value = increments since the last delivery */
     NETVM_EV_OVERFLOW,         /* the queue was full: value events were lost (see NETVM_EVQ_SIZE) */
+    NETVM_EV_PEER_UP,          /* a process connected through a listener of this context: rank = its
+                                  peer id, value = the listener's port */
+    NETVM_EV_PEER_DOWN,        /* a connected peer left (status NETVM_OK) or died or was lost
+                                  (status NETVM_ERR_PEER): rank = its peer id; its operations fail */
 } netvm_event_type_t;
 
 typedef struct {
@@ -154,10 +158,10 @@ netvm_status_t netvm_atomic_notify(netvm_ctx_t *ctx, netvm_rseg_t *rseg, size_t 
                                    netvm_atomic_op_t op, uint64_t operand, uint64_t compare,
                                    uint64_t *result, unsigned flags, uint64_t tag);
 
-/* Notification put: deliver value into rank's event queue (NETVM_EV_NOTIFY),
- * after every put this process issued to rank before it. Returns once
+/* Notification put: deliver value into peer's event queue (NETVM_EV_NOTIFY),
+ * after every put this process issued to peer before it. Returns once
  * issued. */
-netvm_status_t netvm_notify(netvm_ctx_t *ctx, int rank, uint64_t value);
+netvm_status_t netvm_notify(netvm_ctx_t *ctx, int peer, uint64_t value);
 
 /* Counting notifications: each process has NETVM_COUNTERS numbered
  * counters. netvm_counter_add adds n to counter `counter` of rank (ordered
@@ -167,7 +171,7 @@ netvm_status_t netvm_notify(netvm_ctx_t *ctx, int rank, uint64_t value);
  * delivered at the next delivery after the ack. Every increment is
  * delivered exactly once. */
 typedef void (*netvm_counter_fn)(netvm_ctx_t *ctx, uint32_t counter, uint64_t count, void *arg);
-netvm_status_t netvm_counter_add(netvm_ctx_t *ctx, int rank, uint32_t counter, uint64_t n);
+netvm_status_t netvm_counter_add(netvm_ctx_t *ctx, int peer, uint32_t counter, uint64_t n);
 /* fn NULL: deliveries are NETVM_EV_COUNTER events; else fn runs inside
  * netvm_evq_poll / netvm_evq_wait of this process. */
 netvm_status_t netvm_counter_arm(netvm_ctx_t *ctx, uint32_t counter, netvm_counter_fn fn, void *arg);

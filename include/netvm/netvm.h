@@ -12,9 +12,18 @@
  * before a byte moves; a failed check is an error at the initiator and leaves
  * the target untouched.
  *
- * Threading: a context may be used by one application thread at a time
- * (MPI_THREAD_SERIALIZED); netvm's own progress thread runs beside it. Use
- * a lock around netvm calls if several threads share the context.
+ * Peers: a job's ranks are its first peers (peer id = rank); a context can
+ * also listen (netvm_listen) and any process may connect to it at any time
+ * (netvm_connect), in a job or not. Every call that names a target names a
+ * peer id; peers join and leave without disturbing the others.
+ *
+ * Threading: a context is created at a thread level (netvm_config_t):
+ * NETVM_THREAD_SERIALIZED (the default: one application thread at a time
+ * calls netvm, like MPI_THREAD_SERIALIZED; the data path takes no lock) or
+ * NETVM_THREAD_MULTIPLE (any thread, any call, at once). In both, netvm's
+ * progress thread runs beside the application, and active-message handlers
+ * and request continuations running on it may issue operations
+ * (nonblocking ones: docs/am.md).
  *
  * Every function returning netvm_status_t returns NETVM_OK on success;
  * netvm_strerror() explains any other value.
@@ -44,10 +53,10 @@ typedef enum {
     NETVM_ERR_BOUNDS,      /* the range lies (partly) outside the segment */
     NETVM_ERR_RIGHTS,      /* the segment was not exported with the right this operation needs */
     NETVM_ERR_REVOKED,     /* the segment was unexported (or its owner finalized) */
-    NETVM_ERR_PEER,        /* the peer process died or left the job */
+    NETVM_ERR_PEER,        /* the peer process died, left, or is not connected */
     NETVM_ERR_TIMEOUT,     /* the peer did not answer within NETVM_TIMEOUT */
     NETVM_ERR_NOMEM,       /* out of memory, or a fixed table (see NETVM_MAX_SEGMENTS) is full */
-    NETVM_ERR_RANK,        /* no such rank in this job */
+    NETVM_ERR_RANK,        /* no such peer (rank of this job, or connected peer) */
     NETVM_ERR_NOTFOUND,    /* no segment of that name is exported by that rank */
     NETVM_ERR_EXISTS,      /* a segment of that name is already exported by this process */
     NETVM_ERR_FAULT,       /* the exported range is no longer mapped in the target */
@@ -55,7 +64,9 @@ typedef enum {
     NETVM_ERR_SYS,         /* a system call failed unexpectedly (the log says which) */
     NETVM_ERR_UNSUPPORTED, /* no link between these ranks can do this */
     NETVM_ERR_STATE,       /* the context or request is in the wrong state for this call */
-    NETVM_ERR_AGAIN,       /* not now: events already wait (netvm_evq_arm), or a queue is full */
+    NETVM_ERR_AGAIN,       /* not now: events already wait (netvm_evq_arm), a queue is full, or a
+                              listener has all the peers it takes */
+    NETVM_ERR_AUTH,        /* authentication failed: wrong job secret or listener credential */
     NETVM_STATUS_COUNT
 } netvm_status_t;
 
@@ -87,12 +98,19 @@ enum {
     NETVM_F_UNORDERED = 1u << 0,  /* may become visible out of issue order */
 };
 
+/* Thread levels (netvm_config_t.thread_level). */
+enum {
+    NETVM_THREAD_SERIALIZED = 0,   /* one application thread at a time (the default) */
+    NETVM_THREAD_MULTIPLE   = 1,   /* any number of threads at once */
+};
+
 /* Optional settings for netvm_init. A zero field means "take it from the
  * environment, else the default" (see `netvm info` for every NETVM_* variable). */
 typedef struct {
     const char *boot;        /* bootstrap address, as NETVM_BOOT; NULL: environment or singleton */
     int         timeout_ms;  /* as NETVM_TIMEOUT */
     int         no_progress_thread; /* 1: no background progress (targets progress only inside netvm calls) */
+    int         thread_level;       /* NETVM_THREAD_*, as NETVM_THREADS */
 } netvm_config_t;
 
 /* A segment handle: enough for any rank of the job to import the segment
@@ -107,10 +125,15 @@ typedef struct {
 
 /* cfg may be NULL. Collective: every rank of the job calls it. */
 netvm_status_t netvm_init(netvm_ctx_t **ctx, const netvm_config_t *cfg);
-/* Collective. Revokes every segment of this process and releases everything. */
+/* Collective. Revokes every segment of this process, says goodbye to every
+ * connected peer and releases everything. */
 netvm_status_t netvm_finalize(netvm_ctx_t *ctx);
+/* This process's rank in its job and the job's size (a process started
+ * without the launcher is rank 0 of 1). Ranks 0..size-1 are peer ids. */
 int            netvm_rank(const netvm_ctx_t *ctx);
 int            netvm_size(const netvm_ctx_t *ctx);
+/* The level the context was created at (NETVM_THREAD_*). */
+int            netvm_thread_level(const netvm_ctx_t *ctx);
 /* Collective: returns when every live rank has entered it; NETVM_ERR_PEER
  * if a rank of the job died. */
 netvm_status_t netvm_barrier(netvm_ctx_t *ctx);
@@ -120,6 +143,54 @@ const char    *netvm_strerror(netvm_status_t status);
  * progress thread does it), but lets a process that polls anyway serve
  * requests sooner. */
 int            netvm_progress(netvm_ctx_t *ctx);
+
+/* --- peers beyond the job ---------------------------------------------- */
+
+typedef struct netvm_listener netvm_listener_t;
+
+/* How a listener admits peers. */
+typedef struct {
+    const void *credential;      /* the secret a connecting process must prove (HMAC); at least
+                                    16 bytes, at most 64; required */
+    size_t      credential_len;
+    int         max_peers;       /* peers connected through it at once (0: NETVM_LISTEN_MAX_PEERS) */
+} netvm_listen_opts_t;
+
+/* Open a service endpoint at addr, "tcp:HOST:PORT" (HOST an IPv4 address;
+ * PORT 0: the kernel picks one, see netvm_listener_addr). Processes that
+ * prove the credential become peers of this context (a NETVM_EV_PEER_UP
+ * event names each); the handshake runs in the progress engine and blocks
+ * nothing; a process that connects and never authenticates holds no peer
+ * slot and is dropped after NETVM_HANDSHAKE_MS. A peer on the same machine
+ * is moved to the shm link after authenticating. */
+netvm_status_t netvm_listen(netvm_ctx_t *ctx, const char *addr, const netvm_listen_opts_t *opts,
+                            netvm_listener_t **listener);
+/* The address peers connect to ("tcp:127.0.0.1:40123"). */
+const char    *netvm_listener_addr(const netvm_listener_t *listener);
+/* Peers currently connected through the listener. */
+int            netvm_listener_peers(const netvm_listener_t *listener);
+/* Stop admitting peers; peers already connected stay. */
+netvm_status_t netvm_listener_close(netvm_listener_t *listener);
+
+/* Connect to a listening process at addr and authenticate with its
+ * credential; *peer receives the peer id. Waits at most timeout_ms (<= 0:
+ * NETVM_TIMEOUT). NETVM_ERR_AUTH if the credential is refused,
+ * NETVM_ERR_AGAIN if the listener is full, NETVM_ERR_PEER if nobody
+ * listens there. */
+netvm_status_t netvm_connect(netvm_ctx_t *ctx, const char *addr, const void *credential,
+                             size_t credential_len, int timeout_ms, int *peer);
+/* Leave a connected peer: operations already issued to it complete first
+ * (as netvm_flush), then both sides forget each other (the peer gets
+ * NETVM_EV_PEER_DOWN with status NETVM_OK). Imports from it fail from then
+ * on; release them. A job rank cannot be disconnected (NETVM_ERR_INVAL). */
+netvm_status_t netvm_disconnect(netvm_ctx_t *ctx, int peer);
+
+typedef struct {
+    int         is_rank;      /* a rank of this job (peer id = rank) */
+    int         alive;        /* connected, not known dead or gone */
+    const char *link;         /* "shm" or "tcp" */
+} netvm_peer_info_t;
+netvm_status_t netvm_peer_info(netvm_ctx_t *ctx, int peer, netvm_peer_info_t *info);
 
 /* --- segments -------------------------------------------------------- */
 
@@ -147,15 +218,33 @@ size_t         netvm_seg_len(const netvm_seg_t *seg);
 /* Import a peer's segment by name. NETVM_ERR_NOTFOUND if it is not (yet)
  * exported; callers that race with the exporter synchronise first (e.g.
  * netvm_barrier). Importing one's own segments works too. */
-netvm_status_t netvm_import(netvm_ctx_t *ctx, int rank, const char *name, netvm_rseg_t **rseg);
+netvm_status_t netvm_import(netvm_ctx_t *ctx, int peer, const char *name, netvm_rseg_t **rseg);
+/* By handle: from the job rank handle->rank ... */
 netvm_status_t netvm_import_handle(netvm_ctx_t *ctx, const netvm_seg_handle_t *handle,
                                    netvm_rseg_t **rseg);
+/* ... or from any peer (a connected one: its handle's rank field means
+ * nothing here). */
+netvm_status_t netvm_import_handle_peer(netvm_ctx_t *ctx, int peer, const netvm_seg_handle_t *handle,
+                                        netvm_rseg_t **rseg);
 /* Drop an import (and its mapping, if any). */
 netvm_status_t netvm_release(netvm_rseg_t *rseg);
 size_t         netvm_rseg_len(const netvm_rseg_t *rseg);
 unsigned       netvm_rseg_rights(const netvm_rseg_t *rseg);
 /* 1 if put/get/atomics on this segment are direct loads and stores. */
 int            netvm_rseg_is_mapped(const netvm_rseg_t *rseg);
+/* The peer that exports it. */
+int            netvm_rseg_peer(const netvm_rseg_t *rseg);
+/* A direct pointer to byte off of a mapped segment (NULL where the path is
+ * not mapped: another machine, memory not from netvm_alloc_shared,
+ * NETVM_SHM_MAPPED=0, or off out of bounds), like OpenSHMEM's shmem_ptr and
+ * UCX's ucp_rkey_ptr. Loads and stores through it are the fastest access
+ * there is, and bypass netvm: they fire no tripwires and post no
+ * notifications, order only as the CPU orders them (use C11 atomics or
+ * fences of your own), and are not checked against revocation — the
+ * pointer stays valid until netvm_release(rseg) whatever the exporter
+ * does (after an unexport it points at memory the exporter no longer
+ * shares with anyone). */
+void          *netvm_ptr(netvm_rseg_t *rseg, size_t off);
 
 /* --- RMA (blocking: return at remote completion) --------------------- */
 
@@ -190,18 +279,26 @@ netvm_status_t netvm_test(netvm_req_t **req, int *done);
 netvm_status_t netvm_wait(netvm_req_t **req);
 /* Wait for all; returns the first failure (all are completed and freed). */
 netvm_status_t netvm_wait_all(netvm_req_t **reqs, size_t n);
+/* A continuation: fn runs exactly once when the request completes (at
+ * once, in this thread, if it already has), with its status, in the
+ * progress engine: it must not block (as an active-message handler) and
+ * may issue nonblocking operations. The request then belongs to netvm (the
+ * caller must not test or wait on it again); *req is set to NULL. */
+typedef void (*netvm_req_fn)(netvm_ctx_t *ctx, netvm_status_t status, void *arg);
+netvm_status_t netvm_req_then(netvm_ctx_t *ctx, netvm_req_t **req, netvm_req_fn fn, void *arg);
 
-/* Ordering: operations issued to rank (rank < 0: every peer) after the fence
+/* Ordering: operations issued to peer (peer < 0: every peer) after the fence
  * become visible only after those issued before it. */
-netvm_status_t netvm_fence(netvm_ctx_t *ctx, int rank);
-/* Remote completion: returns when every operation issued to rank
- * (rank < 0: every peer) before it is visible at the target. */
-netvm_status_t netvm_flush(netvm_ctx_t *ctx, int rank);
+netvm_status_t netvm_fence(netvm_ctx_t *ctx, int peer);
+/* Remote completion: returns when every operation issued to peer
+ * (peer < 0: every peer) before it is visible at the target. */
+netvm_status_t netvm_flush(netvm_ctx_t *ctx, int peer);
 
 #ifdef __cplusplus
 }
 #endif
 
 #include <netvm/events.h>   /* tripwires, notifications, signals, the event queue */
+#include <netvm/am.h>       /* active messages */
 
 #endif /* NETVM_NETVM_H */

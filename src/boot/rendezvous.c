@@ -35,10 +35,10 @@ static int attempt(const struct nv_rendezvous_opts *o, uint64_t deadline, int *f
 {
     int retry;
     int ms = remaining_ms(deadline);
-    int fd = nv_tcp_connect(o->addr, ms < ATTEMPT_MS ? ms : ATTEMPT_MS, &retry, err, errcap);
+    int fd = nv_boot_tcp_connect(o->addr, ms < ATTEMPT_MS ? ms : ATTEMPT_MS, &retry, err, errcap);
     if (fd < 0)
         return retry ? 0 : -1;
-    nv_tcp_tune(fd);
+    nv_boot_tcp_tune(fd);
     uint8_t *frame;
     struct nv_boot_msg m;
     const char *why = "";
@@ -147,7 +147,7 @@ int nv_rendezvous_join(const struct nv_rendezvous_opts *o, struct nv_rendezvous 
                 return -1;
             }
             r->fd = fd;
-            nv_tcp_local_ip(fd, r->local_ip, sizeof r->local_ip);
+            nv_boot_tcp_local_ip(fd, r->local_ip, sizeof r->local_ip);
             return 0;
         }
         int left = remaining_ms(deadline);

@@ -59,13 +59,13 @@ void nv_srv_accept_nodes(nv_boot_server_t *s)
             return;
         }
         char peer[NV_TCP_ADDR_MAX];
-        nv_tcp_peer_name(fd, peer, sizeof peer);
+        nv_boot_tcp_peer_name(fd, peer, sizeof peer);
         if (s->npending_nodes >= s->nnodes + EXTRA_PENDING_NODES) {
             nv_warn("boot: too many unauthenticated connections on the rendezvous; refused %s", peer);
             close(fd);
             continue;
         }
-        nv_tcp_tune(fd);
+        nv_boot_tcp_tune(fd);
         struct conn *c = nv_srv_conn_new(s, fd, CONN_NODE_PENDING);
         if (!c)
             continue;
@@ -189,7 +189,7 @@ static void node_hello(nv_boot_server_t *s, struct conn *c, const struct nv_boot
     }
     /* the address the nodes reach this host at, when the listener did not name one */
     if (!s->tcp_addr[0])
-        nv_tcp_local_ip(c->fd, s->tcp_addr, sizeof s->tcp_addr);
+        nv_boot_tcp_local_ip(c->fd, s->tcp_addr, sizeof s->tcp_addr);
     nv_info("boot: node %d joined from %s", h->node, c->peer);
     nv_srv_event(s, NV_BOOT_EV_NODE_JOINED, h->node, -1, 0, c->peer);
     if (s->nodes_joined == s->nnodes - 1)
@@ -474,11 +474,11 @@ netvm_status_t nv_srv_node_setup(nv_boot_server_t *s, const struct nv_boot_serve
         int fd = o->upstream_fd;
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         fcntl(fd, F_SETFD, FD_CLOEXEC);
-        nv_tcp_tune(fd);
+        nv_boot_tcp_tune(fd);
         struct conn *c = nv_srv_conn_new(s, fd, CONN_UPSTREAM);    /* closes fd on failure */
         if (!c)
             return NETVM_ERR_SYS;
-        nv_tcp_peer_name(fd, c->peer, sizeof c->peer);
+        nv_boot_tcp_peer_name(fd, c->peer, sizeof c->peer);
         s->upstream = c;
         return NETVM_OK;
     }
@@ -488,7 +488,7 @@ netvm_status_t nv_srv_node_setup(nv_boot_server_t *s, const struct nv_boot_serve
     s->node_st[0] = NV_BOOT_NODE_JOINED;
     int specific = 0;
     char ip[NV_TCP_ADDR_MAX], err[256];
-    s->tcp_lfd = nv_tcp_listen(o->listen, &specific, ip, sizeof ip, err, sizeof err);
+    s->tcp_lfd = nv_boot_tcp_listen(o->listen, &specific, ip, sizeof ip, err, sizeof err);
     if (s->tcp_lfd < 0) {
         nv_error("boot: %s", err);
         return NETVM_ERR_SYS;

@@ -19,7 +19,7 @@
 #define KEEPALIVE_COUNT    5
 #define USER_TIMEOUT_MS    10000
 
-int nv_tcp_split(const char *hp, char *host, size_t hcap, char *port, size_t pcap, char *err, size_t errcap)
+int nv_boot_tcp_split(const char *hp, char *host, size_t hcap, char *port, size_t pcap, char *err, size_t errcap)
 {
     const char *colon, *h = hp;
     size_t hlen;
@@ -92,10 +92,10 @@ static int is_wildcard(const struct sockaddr *sa)
     return 0;
 }
 
-int nv_tcp_listen(const char *hostport, int *specific, char *ip, size_t ipcap, char *err, size_t errcap)
+int nv_boot_tcp_listen(const char *hostport, int *specific, char *ip, size_t ipcap, char *err, size_t errcap)
 {
     char host[256], port[8];
-    if (nv_tcp_split(hostport, host, sizeof host, port, sizeof port, err, errcap) != 0)
+    if (nv_boot_tcp_split(hostport, host, sizeof host, port, sizeof port, err, errcap) != 0)
         return -1;
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res;
@@ -156,11 +156,11 @@ static int connect_one(int fd, const struct addrinfo *ai, int timeout_ms)
     return 0;
 }
 
-int nv_tcp_connect(const char *hostport, int timeout_ms, int *retry, char *err, size_t errcap)
+int nv_boot_tcp_connect(const char *hostport, int timeout_ms, int *retry, char *err, size_t errcap)
 {
     char host[256], port[8];
     *retry = 0;
-    if (nv_tcp_split(hostport, host, sizeof host, port, sizeof port, err, errcap) != 0)
+    if (nv_boot_tcp_split(hostport, host, sizeof host, port, sizeof port, err, errcap) != 0)
         return -1;
     if (!host[0]) {
         snprintf(err, errcap, "'%s': name the host to connect to", hostport);
@@ -198,7 +198,7 @@ int nv_tcp_connect(const char *hostport, int timeout_ms, int *retry, char *err, 
     return fd;
 }
 
-void nv_tcp_tune(int fd)
+void nv_boot_tcp_tune(int fd)
 {
     int one = 1, idle = KEEPALIVE_IDLE_S, intvl = KEEPALIVE_INTVL_S, cnt = KEEPALIVE_COUNT;
     unsigned ut = USER_TIMEOUT_MS;
@@ -211,7 +211,7 @@ void nv_tcp_tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut);
 }
 
-void nv_tcp_local_ip(int fd, char *out, size_t cap)
+void nv_boot_tcp_local_ip(int fd, char *out, size_t cap)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
@@ -221,7 +221,7 @@ void nv_tcp_local_ip(int fd, char *out, size_t cap)
         ip_text((struct sockaddr *)&ss, out, cap);
 }
 
-void nv_tcp_peer_name(int fd, char *out, size_t cap)
+void nv_boot_tcp_peer_name(int fd, char *out, size_t cap)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;

@@ -13,13 +13,13 @@
 
 /* Split "HOST:PORT" or "[V6ADDR]:PORT" (PORT 1..65535). HOST may be empty
  * or "*": every address (listening only). 0, or -1 with a message in err. */
-int nv_tcp_split(const char *hostport, char *host, size_t hcap, char *port, size_t pcap,
+int nv_boot_tcp_split(const char *hostport, char *host, size_t hcap, char *port, size_t pcap,
                  char *err, size_t errcap);
 
 /* A non-blocking listening socket on hostport; *specific says whether it is
  * bound to one address (else a wildcard), whose text goes to ip when so.
  * -1 with a message in err. */
-int nv_tcp_listen(const char *hostport, int *specific, char *ip, size_t ipcap,
+int nv_boot_tcp_listen(const char *hostport, int *specific, char *ip, size_t ipcap,
                   char *err, size_t errcap);
 
 /* One attempt to connect to hostport within timeout_ms: a connected,
@@ -27,17 +27,17 @@ int nv_tcp_listen(const char *hostport, int *specific, char *ip, size_t ipcap,
  * a message in err. *retry says whether trying again later could help
  * (nobody listening yet, name not resolvable yet) or not (a malformed
  * address). */
-int nv_tcp_connect(const char *hostport, int timeout_ms, int *retry, char *err, size_t errcap);
+int nv_boot_tcp_connect(const char *hostport, int timeout_ms, int *retry, char *err, size_t errcap);
 
 /* Keepalive and a user timeout, so that a peer host that vanishes without a
  * word (powered off, cable pulled) is noticed in about ten seconds instead of
  * hours; and no Nagle delay on the small request-reply messages. */
-void nv_tcp_tune(int fd);
+void nv_boot_tcp_tune(int fd);
 
 /* A socket's own numeric address, without port (what the other end sees
  * this host as); its peer's address with port, for messages. "?" if
  * unknown. */
-void nv_tcp_local_ip(int fd, char *out, size_t cap);
-void nv_tcp_peer_name(int fd, char *out, size_t cap);
+void nv_boot_tcp_local_ip(int fd, char *out, size_t cap);
+void nv_boot_tcp_peer_name(int fd, char *out, size_t cap);
 
 #endif

@@ -9,8 +9,6 @@
 #include "util/log.h"
 #include "util/time.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +25,7 @@ netvm_status_t nv_evq_init(netvm_ctx_t *ctx)
     ctx->handlers = calloc(ctx->ncounters, sizeof *ctx->handlers);
     if (!ctx->handlers)
         return NETVM_ERR_NOMEM;
+    pthread_mutex_init(&ctx->evq_lock, NULL);
     netvm_status_t st = nv_ep_create(&ctx->ep, ctx->rank, pow2, ctx->ntrips, ctx->ncounters);
     return st == NETVM_OK ? nv_trip_init(ctx) : st;
 }
@@ -38,6 +37,7 @@ void nv_evq_fini(netvm_ctx_t *ctx)
     nv_evfifo_free(&ctx->stash);
     free(ctx->handlers);
     ctx->handlers = NULL;
+    pthread_mutex_destroy(&ctx->evq_lock);
 }
 
 void nv_evq_post_local(netvm_ctx_t *ctx, const struct nv_ep_rec *r)
@@ -132,7 +132,7 @@ static void route_counter(netvm_ctx_t *ctx, const struct nv_ep_rec *r, struct si
 /* A peer on this machine wrote the record: check what it claims. */
 static void route(netvm_ctx_t *ctx, const struct nv_ep_rec *r, struct sink *out)
 {
-    if (r->rank < -1 || r->rank >= ctx->size)
+    if (r->rank < -1)
         goto bad;
     switch (r->type) {
     case NETVM_EV_TRIPWIRE:
@@ -147,7 +147,9 @@ static void route(netvm_ctx_t *ctx, const struct nv_ep_rec *r, struct sink *out)
     case NETVM_EV_NOTIFY:
     case NETVM_EV_REQUESTER:
     case NETVM_EV_COMPLETER:
-    case NETVM_EV_RESPONDER: {
+    case NETVM_EV_RESPONDER:
+    case NETVM_EV_PEER_UP:
+    case NETVM_EV_PEER_DOWN: {
         netvm_event_t ev = { .type = r->type, .access = r->access, .rank = r->rank, .id = r->id,
                              .status = r->status, .value = r->value, .addr = r->addr, .len = r->len };
         stash_to(ctx, &ctx->stash, &ev, out);
@@ -181,23 +183,40 @@ static int drain(netvm_ctx_t *ctx, size_t max, struct sink *out)
     return n;
 }
 
+static void evq_lock(netvm_ctx_t *ctx)
+{
+    if (ctx->thread_level == NETVM_THREAD_MULTIPLE)
+        pthread_mutex_lock(&ctx->evq_lock);
+}
+
+static void evq_unlock(netvm_ctx_t *ctx)
+{
+    if (ctx->thread_level == NETVM_THREAD_MULTIPLE)
+        pthread_mutex_unlock(&ctx->evq_lock);
+}
+
 int netvm_evq_poll(netvm_ctx_t *ctx, netvm_event_t *ev, int max)
 {
     if (!ctx || (!ev && max > 0) || max < 0)
         return -1;
-    nv_req_sweep(ctx);
+    /* an armed queue holds P for the caller's loop: what arrived on the
+     * sockets becomes events now */
+    if (ctx->in_e)
+        nv_progress_pass(ctx);
+    evq_lock(ctx);
     struct sink out = { ev, max, 0 };
     while (out.n < max && nv_evfifo_pop(&ctx->stash, &ev[out.n]))
         out.n++;
     while (out.n < max && drain(ctx, (size_t)(max - out.n), &out) > 0)
         while (out.n < max && nv_evfifo_pop(&ctx->stash, &ev[out.n]))
             out.n++;
+    evq_unlock(ctx);
     return out.n;
 }
 
 int netvm_evq_fd(netvm_ctx_t *ctx)
 {
-    return ctx ? ctx->ep.wake_fd : -1;
+    return ctx ? ctx->efd : -1;
 }
 
 netvm_status_t netvm_evq_arm(netvm_ctx_t *ctx)
@@ -206,62 +225,46 @@ netvm_status_t netvm_evq_arm(netvm_ctx_t *ctx)
         return NETVM_ERR_INVAL;
     if (ctx->stash.len)
         return NETVM_ERR_AGAIN;
-    /* what gathered for sending leaves before the caller sleeps, and
-     * links that stopped waking the progress thread while the application
-     * polled (tcp) wake it again */
-    netvm_progress(ctx);
-    for (int i = 0; i < ctx->nlinks; i++) {
-        ctx->links[i]->ops->reply_wait_enter(ctx->links[i]);
-        ctx->links[i]->ops->reply_wait_leave(ctx->links[i]);
-    }
+    /* what gathered for sending leaves before the caller sleeps; then the
+     * sockets join the caller's fd, so what arrives wakes it directly */
+    for (int i = 0; i < ctx->nlinks; i++)
+        if (ctx->links[i]->ops->flush_tx)
+            ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
+    nv_progress_arm_e(ctx);
+    if (ctx->in_e && nv_progress_pass(ctx))
+        return NETVM_ERR_AGAIN;
     return nv_ep_arm_fd(&ctx->ep) ? NETVM_ERR_AGAIN : NETVM_OK;
 }
 
 /* --- waiting ------------------------------------------------------------------ */
 
-static void sleep_on_fd(netvm_ctx_t *ctx, uint64_t max_ns)
+struct until {
+    netvm_ctx_t *ctx;
+    int        (*done)(void *arg);
+    void        *arg;
+};
+
+static int route_then_check(void *arg)
 {
-    /* links must wake their progress thread for what arrives meanwhile */
-    for (int i = 0; i < ctx->nlinks; i++)
-        ctx->links[i]->ops->reply_wait_enter(ctx->links[i]);
-    if (!nv_ep_arm_fd(&ctx->ep)) {
-        /* without a progress thread nobody else serves the links */
-        uint64_t slice = ctx->have_thread ? 100000000ull : 1000000ull;
-        if (max_ns < slice)
-            slice = max_ns;
-        struct pollfd p = { .fd = ctx->ep.wake_fd, .events = POLLIN };
-        int ms = (int)((slice + 999999) / 1000000);
-        if (poll(&p, 1, ms) < 0 && errno != EINTR)
-            nv_error("event queue: poll failed: %s", strerror(errno));
-    }
-    for (int i = 0; i < ctx->nlinks; i++)
-        ctx->links[i]->ops->reply_wait_leave(ctx->links[i]);
+    struct until *u = arg;
+    evq_lock(u->ctx);
+    drain(u->ctx, 0, NULL);
+    int d = u->done ? u->done(u->arg) : 0;
+    evq_unlock(u->ctx);
+    return d;
 }
 
 netvm_status_t nv_evq_wait_until(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms,
                                  int spin)
 {
-    uint64_t start = nv_now_ns();
-    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
-    uint64_t spin_until = spin ? start + ctx->spin_ns : start;
-    for (;;) {
-        drain(ctx, 0, NULL);
-        if (done && done(arg))
-            return NETVM_OK;
-        uint64_t now = nv_now_ns();
-        if (now >= deadline)
-            return NETVM_ERR_TIMEOUT;
-        if (now < spin_until) {
-            netvm_progress(ctx);
-            nv_cpu_relax();
-            continue;
-        }
-        if (!ctx->have_thread)
-            netvm_progress(ctx);
-        if (nv_ep_nonempty(&ctx->ep))
-            continue;
-        sleep_on_fd(ctx, deadline - now);
+    struct until u = { ctx, done, arg };
+    if (timeout_ms == 0) {
+        nv_progress_pass(ctx);
+        return route_then_check(&u) ? NETVM_OK : NETVM_ERR_TIMEOUT;
     }
+    if (nv_in_handler)
+        return route_then_check(&u) ? NETVM_OK : NETVM_ERR_STATE;
+    return nv_progress_wait(ctx, route_then_check, &u, timeout_ms, spin);
 }
 
 static int stash_nonempty(void *arg)
@@ -275,7 +278,6 @@ netvm_status_t netvm_evq_wait(netvm_ctx_t *ctx, netvm_event_t *ev, int max, int 
         *n = 0;
     if (!ctx || !ev || max <= 0 || !n)
         return NETVM_ERR_INVAL;
-    nv_req_sweep(ctx);
     netvm_status_t st = nv_evq_wait_until(ctx, stash_nonempty, ctx, timeout_ms, 1);
     if (st == NETVM_OK)
         *n = netvm_evq_poll(ctx, ev, max);

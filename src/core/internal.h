@@ -8,10 +8,20 @@
 #include "link/ep.h"
 #include "link/link.h"
 #include "util/itree.h"
+#include "util/thread.h"
+#include "wire/am.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+
+struct nv_peer;
+struct netvm_listener;
+struct nv_tcp_hs_upcalls;
+struct nv_uuid_slot {
+    uint64_t uuid;   /* 0: empty */
+    uint32_t index;
+};
 
 struct netvm_seg {
     netvm_ctx_t *ctx;
@@ -29,6 +39,7 @@ struct netvm_seg {
 
 struct netvm_rseg {
     netvm_ctx_t     *ctx;
+    struct nv_peer  *peer;    /* holds a reference while the import lives */
     struct nv_link  *link;
     struct nv_rdesc  d;
     struct netvm_rseg *next, *prev;
@@ -67,29 +78,45 @@ struct nv_counter_handler {
     void            *arg;
 };
 
+/* --- requests --------------------------------------------------------------------- */
+
 /* PENDING | ANSWERING: the link is writing the answer (a get's data) into
  * the caller's buffer; only the link's completion or the peer's death ends
  * it, never a timeout. */
 enum { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_DONE, NV_REQ_ANSWERING = 0x200 };
+
+/* Who finishes a request: its caller (test, wait), or whoever completes it
+ * (a continuation, or a request nobody holds: events to post). */
+enum {
+    NV_REQF_DONE    = 1u << 0,   /* completion happened */
+    NV_REQF_THEN    = 1u << 1,   /* the completer runs `then` and frees the request */
+};
 
 struct netvm_req {
     _Atomic uint32_t state;    /* NV_REQ_*; also the futex word a sleeping waiter waits on */
     _Atomic uint32_t waiting;  /* a thread sleeps on state */
     _Atomic uint16_t gen;      /* matches replies to this use of the slot */
     uint16_t         index;
-    _Atomic int      rank;     /* atomics: a stale reply may read them while the slot is reused */
+    struct nv_peer  *peer;     /* the target (counts in its outstanding) */
+    _Atomic int      peer_id;  /* read by stale replies while the slot is reused */
     netvm_status_t   status;
     uint64_t        *result;
     uint64_t         issued_ns;
     netvm_ctx_t     *ctx;
-    uint32_t         next_free;
-    /* a request no caller holds (notifications, nonblocking signals): at
-     * completion the completing thread posts its events; the pool takes it
-     * back later (nv_req_sweep) */
-    _Atomic int      detached;     /* set (release) after ev_*; read (acquire) by the completer */
-    unsigned         ev_kinds;     /* NV_REQEV_* */
+    /* a continuation, or what a request nobody holds posts when it completes */
+    _Atomic unsigned fin;      /* NV_REQF_* */
+    netvm_req_fn     then;
+    void            *then_arg;
+    unsigned         ev_kinds; /* NV_REQEV_* */
     uint64_t         ev_tag, ev_addr, ev_len;
     netvm_rseg_t    *ev_rseg;
+    /* an active-message request: the reply token's key, where its answer goes */
+    _Atomic uint64_t   key;       /* published last (release): a reply that matches it sees the rest */
+    netvm_am_result_t *amres;
+    void              *rbuf;
+    size_t             rcap;
+    netvm_am_result_t  own_res;   /* for requests whose caller gave no result */
+    struct nv_rdesc   *import;    /* an import's answer fills it */
 };
 
 enum {
@@ -99,39 +126,132 @@ enum {
     NV_REQEV_ERROR     = 1u << 3,   /* keep a failure for the next netvm_flush */
 };
 
+/* --- peers ------------------------------------------------------------------------- */
+
+/* Peer ids: index (low NV_PEER_IDX_BITS) | generation << NV_PEER_IDX_BITS.
+ * A job rank is index = rank, generation 0; a connected peer's index is
+ * reused only with a new generation, so a stale id names nobody. */
+#define NV_PEER_IDX_BITS 20
+#define NV_PEER_IDX(id)  ((uint32_t)(id) & ((1u << NV_PEER_IDX_BITS) - 1))
+#define NV_PEER_GEN(id)  ((uint32_t)(id) >> NV_PEER_IDX_BITS)
+#define NV_PEER_MAX_GEN  ((1u << (31 - NV_PEER_IDX_BITS)) - 1)
+#define NV_PEER_CHUNK    1024
+
+struct nv_deferred;
+
 struct nv_peer {
-    struct nv_link  *link;
-    _Atomic unsigned outstanding;   /* requests awaiting a reply */
-    _Atomic int      dead;
+    struct nv_lpeer  lp;            /* first: what the links see */
+    netvm_ctx_t     *ctx;
+    int              is_rank;
+    _Atomic uint32_t refs;          /* the table's, imports', operations' on connected peers */
+    _Atomic unsigned outstanding;   /* requests awaiting an answer */
+    _Atomic int      dead;          /* failed or left: operations to it fail */
+    _Atomic int      gone;          /* left the table (connected peers) */
+    int              graceful;      /* it said goodbye */
     _Atomic int      async_err;     /* a detached request's failure, for the next flush */
+    uint64_t         uuid;          /* its endpoint id */
+    struct netvm_listener *via;      /* the listener it came through */
+    struct nv_peer  *grave_next;    /* released, its link state not yet freed */
+    /* active-message flow control */
+    _Atomic int      am_credits;    /* one-way messages we may still send it */
+    _Atomic uint32_t am_owed;       /* credits we owe it (messages of it we handled) */
+    struct nv_deferred *deferred, *deferred_tail;   /* its messages handlers deferred (under ctx->am_lock) */
+    unsigned         ndeferred;
+};
+
+static inline struct nv_peer *nv_peer_of(struct nv_lpeer *lp) { return (struct nv_peer *)lp; }
+
+struct netvm_listener;
+
+/* --- the context ------------------------------------------------------------------------ */
+
+struct nv_am_handler {
+    netvm_am_handler_fn fn;
+    void               *arg;
+};
+
+/* Payload tokens: buffers a reply (or message) may land in once. */
+struct nv_ptoken {
+    _Atomic uint64_t key;      /* 0: free */
+    void            *buf;
+    uint64_t         cap;
+    struct netvm_req *req;     /* the call whose reply lands here */
 };
 
 struct netvm_ctx {
     int              rank, size;
+    int              thread_level;
     nv_boot_t       *boot;
+    uint64_t         uuid;       /* this context's endpoint id (random) */
+    uint8_t          token_key[16];   /* keys reply and payload tokens */
     struct nv_link  *shm;        /* this machine's peers, and ourselves */
-    struct nv_link  *tcp;        /* other machines' peers (NETVM_LINKS=tcp: every other peer) */
+    struct nv_link  *tcp;        /* other machines' peers, listeners (NETVM_LINKS=tcp: every other peer) */
     struct nv_link  *links[2];   /* those in use, for progress */
-    int              nlinks;
-    struct nv_peer  *peers;
+    _Atomic int      nlinks;     /* grows once: tcp opened when first needed */
+    int              links_mode; /* NETVM_LINKS */
     struct nv_atu    atu;
+
+    /* peers, by index; chunks allocated on demand and kept until finalize */
+    struct nv_peer *_Atomic *peer_chunk[(1u << NV_PEER_IDX_BITS) / NV_PEER_CHUNK];
+    pthread_mutex_t  peer_lock;  /* allocation, the free list, the uuid index */
+    uint32_t        *peer_free;  /* FIFO of free connected-peer indices */
+    uint32_t         peer_free_head, peer_free_len, peer_free_cap;
+    uint32_t         peer_high;  /* indices below this have been used */
+    struct { struct nv_uuid_slot *v; uint32_t cap, n; } uuids;   /* endpoint id -> peer index */
+    struct nv_peer  *grave;      /* released peers whose link state waits to be freed */
+    _Atomic int      npeers_connected;
+    struct netvm_listener *listeners;
+    int              listen_max_peers;
+    void            *job_connect;    /* while init connects the job's tcp ranks */
 
     struct netvm_seg  *segs;     /* exported, for finalize and lookups by name */
     pthread_mutex_t    seg_lock; /* the list: the progress thread looks names up */
     struct netvm_rseg *rsegs;    /* imported, for finalize */
+    pthread_mutex_t    rseg_lock;
 
-    /* requests executed by targets (atomics the link cannot do itself) */
+    /* requests: a fixed pool, a lock-free free list */
     struct netvm_req *reqs;
     uint32_t          nreqs;
-    uint32_t          free_req;  /* head of the free list; nreqs: empty */
+    _Atomic uint64_t  free_top;  /* tag << 32 | (index + 1); 0: empty */
+    uint32_t         *req_next;  /* free-list links */
     unsigned          credits;   /* outstanding requests allowed per peer */
 
-    /* progress */
+    /* active messages */
+    struct nv_am_handler *am;    /* NETVM_AM_MAX_ID application handlers, then core's */
+    struct nv_ptoken *ptok;
+    uint32_t          nptok;
+    _Atomic uint32_t  ptok_hint;
+    pthread_mutex_t   am_lock;   /* deferred lists */
+    _Atomic int       ndeferred; /* messages deferred, all peers */
+    unsigned          am_credits_init;
+    struct {
+        _Atomic uint64_t sent, received, replies, dropped_replies, dropped_no_handler, deferred,
+                         credit_waits;
+    } am_stats;
+
+    /* progress: the epoll set P of every link's fds; the progress thread
+     * waits on Q = {P, stop}; an application thread that waits takes P
+     * over (disables it in Q) so the progress thread is not woken */
     int              have_thread;
+    int              thread_up;  /* the progress thread runs (not yet during init) */
     pthread_t        thread;
-    int              epfd;
+    int              pfd, qfd, efd;   /* P, Q, and the user's event fd E = {ep wake, P when armed} */
     int              stopfd;
+    int              kickfd;     /* in Q: the progress thread re-reads its timeout (a lease began) */
+    char             kick_token;
     char             stop_token;
+    char             p_token;
+    char             wake_token;
+    _Atomic int      pass_busy;  /* a thread is taking in P's events */
+    pthread_mutex_t  lend_lock;  /* changes of P's place (Q or E) */
+    _Atomic int      lent;       /* P is disabled in Q: an application thread serves it */
+    _Atomic int      lent_sticky;/* ... and keeps it after its call returns (polling) */
+    _Atomic int      in_e;       /* P is enabled in E (armed event queue) */
+    _Atomic uint64_t next_timer; /* when the links' deadlines want a pass next (ns) */
+    _Atomic unsigned app_inside; /* application threads inside a netvm wait or poll */
+    _Atomic uint64_t app_calls;  /* application progress calls (a counter the lease watches) */
+    uint64_t         last_poll_ns;
+    uint64_t         lease_ns;
 
     /* events: the endpoint block peers post into, and what core keeps */
     struct nv_ep      ep;
@@ -140,50 +260,150 @@ struct netvm_ctx {
     uint32_t          ntrips;          /* ids (NETVM_MAX_TRIPWIRES) */
     uint32_t          trip_free;       /* a hint: the lowest id that may be free */
     pthread_mutex_t   rtrip_lock;      /* remote tripwires: matched by the thread completing a put */
+    pthread_mutex_t   evq_lock;        /* NETVM_THREAD_MULTIPLE: one consumer of the event ring */
     struct nv_evfifo  stash;           /* taken from the ring, not yet returned by netvm_evq_poll */
     uint64_t          evq_overflowed;  /* times the ring overflowed (logged once) */
     struct nv_counter_handler *handlers;
     uint32_t          ncounters;
-    _Atomic unsigned  detached_done;   /* detached requests waiting for nv_req_sweep */
 
     uint64_t         timeout_ns;
     uint64_t         spin_ns;
     uint64_t         linger_ns;  /* the progress thread polls this long after work before sleeping */
+    int              timeout_ms;
 };
 
-/* links.c: choosing and connecting a link per peer */
-netvm_status_t nv_links_connect(netvm_ctx_t *ctx, const void *shm_params, int timeout_ms);
-void           nv_links_destroy(netvm_ctx_t *ctx);
-/* The link a peer is reached through, and why, for the log and netvm info. */
-const char    *nv_link_name(const netvm_ctx_t *ctx, int rank);
+/* Handler ids core uses for its own emulated operations (after the
+ * application's). */
+enum {
+    NV_AMH_ATOMIC = NETVM_AM_MAX_ID,   /* atomics the link cannot run natively */
+    NV_AMH_SIGNAL,                     /* put-with-signal's word */
+    NV_AMH_NOTIFY,                     /* a notification put */
+    NV_AMH_COUNT,                      /* a counting notification */
+    NV_AMH_ERROR,                      /* a nonblocking operation failed at the target */
+    NV_AMH_IMPORT,                     /* an import, answered with the segment's descriptor */
+    NV_AMH_CREDIT,                     /* credits back, nothing else */
+    NV_AMH_BYE,                        /* a connected peer leaves */
+    NV_AMH_END
+};
 
-/* progress.c */
-void           nv_am_upcall(void *arg, int src_rank, const uint8_t *msg, size_t len);
-/* A failure of an operation to rank that nobody waits for: the next flush
- * to rank reports it (the first one kept). */
-static inline void nv_peer_async_error(netvm_ctx_t *ctx, int rank, netvm_status_t st)
+
+/* links.c: the links of the context, and the job's peers */
+netvm_status_t nv_links_open(netvm_ctx_t *ctx, const void *shm_params, int timeout_ms);
+netvm_status_t nv_links_connect_job(netvm_ctx_t *ctx);
+/* The tcp link (opened at init for a job that may span machines, or when
+ * the context first listens or connects); card: the job's card for it. */
+struct nv_tcp_card;
+netvm_status_t nv_links_open_tcp(netvm_ctx_t *ctx, int job_listen, struct nv_tcp_card *card);
+/* The tcp handshake of a job rank (connect.c): the rank's peer, and its end. */
+netvm_status_t nv_links_job_accept(netvm_ctx_t *ctx, int rank, struct nv_lpeer **lp);
+void           nv_links_job_ready(netvm_ctx_t *ctx, netvm_status_t st);
+void          *nv_job_cookie(void);
+void           nv_links_destroy(netvm_ctx_t *ctx);
+const char    *nv_link_name(const netvm_ctx_t *ctx, int peer);
+
+/* peer.c */
+netvm_status_t nv_peers_init(netvm_ctx_t *ctx);
+void           nv_peers_fini(netvm_ctx_t *ctx);
+/* Free the link state of released peers (at the start of a progress pass). */
+void           nv_peers_reap(netvm_ctx_t *ctx);
+struct nv_peer *nv_peer_slot(netvm_ctx_t *ctx, uint32_t index);
+/* A job rank's peer (rank in range), no reference taken. */
+static inline struct nv_peer *nv_rank_peer(netvm_ctx_t *ctx, int rank)
+{
+    return atomic_load_explicit(&ctx->peer_chunk[(uint32_t)rank / NV_PEER_CHUNK][(uint32_t)rank % NV_PEER_CHUNK],
+                                memory_order_acquire);
+}
+/* Look a peer id up and take a reference (drop it with nv_peer_put):
+ * NETVM_ERR_RANK if no such peer exists or ever existed under that id,
+ * NETVM_ERR_PEER if it is gone. Job ranks need no reference (they live as
+ * long as the context) but taking one is harmless. */
+netvm_status_t  nv_peer_get(netvm_ctx_t *ctx, int id, struct nv_peer **out);
+void            nv_peer_ref(struct nv_peer *p);
+void            nv_peer_put(struct nv_peer *p);
+/* A new connected peer (a fresh id, one reference: the table's). */
+netvm_status_t  nv_peer_new(netvm_ctx_t *ctx, struct nv_peer **out);
+struct nv_peer *nv_peer_by_uuid(netvm_ctx_t *ctx, uint64_t uuid);   /* a reference taken */
+void            nv_peer_set_uuid(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t uuid);
+/* The peer is dead or gone: fail what waits on it; connected peers leave
+ * the table (posting NETVM_EV_PEER_DOWN once). */
+void            nv_peer_down(netvm_ctx_t *ctx, struct nv_peer *p, int graceful);
+/* A connected peer leaves the table (event: post NETVM_EV_PEER_DOWN). */
+void            nv_peer_gone(netvm_ctx_t *ctx, struct nv_peer *p, int event);
+static inline int nv_peer_id(const struct nv_peer *p) { return p->lp.id; }
+
+/* A failure of an operation to p that nobody waits for: the next flush to
+ * p reports it (the first one kept). */
+static inline void nv_peer_async_error(struct nv_peer *p, netvm_status_t st)
 {
     int none = NETVM_OK;
-    atomic_compare_exchange_strong(&ctx->peers[rank].async_err, &none, (int)st);
+    atomic_compare_exchange_strong(&p->async_err, &none, (int)st);
 }
-void           nv_peer_down_upcall(void *arg, int rank);
+
+/* connect.c: listeners and connections beyond the job */
+void           nv_listeners_close_all(netvm_ctx_t *ctx);
+void           nv_listener_peer_left(struct netvm_listener *l);
+void           nv_connected_leave_all(netvm_ctx_t *ctx);
+extern const struct nv_tcp_hs_upcalls nv_hs_upcalls;
+
+/* am.c, am_rx.c, am_core.c: active messages */
+netvm_status_t nv_am_init(netvm_ctx_t *ctx);
+void           nv_am_fini(netvm_ctx_t *ctx);
+void           nv_am_upcall(void *arg, struct nv_am_rx *rx);
+void           nv_am_end_upcall(void *arg, struct nv_am_rx *rx, netvm_status_t st);
+/* Send an active message to p. req: the request a reply or the
+ * rendezvous completes (NULL: none); flags NV_AMS_*. Consumes a credit for
+ * one-way messages (wait_credit: wait for one; else NETVM_ERR_AGAIN). */
+netvm_status_t nv_am_send(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_hdr *h, const void *payload,
+                          struct netvm_req *req, unsigned flags);
+/* A core request with a reply: issue it (q reserved by nv_reserve_req). */
+netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req *q, uint16_t handler,
+                          const uint64_t *args, unsigned nargs, const void *payload, size_t len);
+/* A core reply to the request in h (from p). */
+void           nv_am_answer(netvm_ctx_t *ctx, struct nv_peer *p, const struct nv_am_hdr *req,
+                            netvm_status_t st, const uint64_t *args, unsigned nargs,
+                            const void *payload, size_t len);
+/* Core's handlers (am_core.c): the emulated operations' target side. */
+void           nv_am_core_dispatch(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *rx);
+/* Run deferred messages (the role holder, between passes); how many ran. */
+int            nv_am_run_deferred(netvm_ctx_t *ctx);
+/* Credits we owe peers: send them back where many are due. */
+void           nv_am_return_credits(netvm_ctx_t *ctx, struct nv_peer *p, int force);
+void           nv_am_peer_down(netvm_ctx_t *ctx, struct nv_peer *p);
+
+/* progress.c */
+void           nv_peer_down_upcall(void *arg, struct nv_lpeer *lp, int graceful);
 void           nv_complete_upcall(void *arg, void *token, netvm_status_t st);
 int            nv_claim_upcall(void *arg, void *token);
 netvm_status_t nv_translate_upcall(void *arg, uint32_t slot, uint64_t key, uint64_t off, uint64_t len,
                                    unsigned need, uint64_t *addr);
-/* seg.c */
-netvm_status_t nv_lookup_upcall(void *arg, const char *name, uint32_t slot, uint64_t key,
-                                struct nv_seg_desc *out);
+netvm_status_t nv_progress_init(netvm_ctx_t *ctx);
 netvm_status_t nv_progress_start(netvm_ctx_t *ctx);
 void           nv_progress_stop(netvm_ctx_t *ctx);
+/* One pass over everything that arrived (the links, deferred messages). */
+int            nv_progress_pass(netvm_ctx_t *ctx);
 /* Drive progress until req completes (or fails); returns its status. */
 netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *req);
-/* Drive progress until rank (rank < 0: all) has no outstanding requests. */
-netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, int rank);
+/* Drive progress until done(arg) (or timeout_ms: NETVM_ERR_TIMEOUT; < 0 no
+ * limit); spin NETVM_SPIN_US first if spin. */
+netvm_status_t nv_progress_wait(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms, int spin);
+/* Drive progress until p (NULL: all) has no outstanding requests. */
+netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, struct nv_peer *p);
+/* An application thread enters / leaves a call that waits or polls: it
+ * takes P over from the progress thread (sticky: keeps it after the call,
+ * for polling loops) and gives it back. */
+void           nv_progress_enter(netvm_ctx_t *ctx, int sticky);
+void           nv_progress_leave(netvm_ctx_t *ctx);
+/* Before this thread sleeps on something that is not P: give P back. */
+void           nv_progress_release(netvm_ctx_t *ctx);
+/* The armed event queue: P joins the user's event fd. */
+void           nv_progress_arm_e(netvm_ctx_t *ctx);
+/* Blocking calls are refused inside handlers and continuations. */
+static inline netvm_status_t nv_may_block(void) { return nv_in_handler ? NETVM_ERR_STATE : NETVM_OK; }
 
 /* rma.c: requests for link operations that complete later */
-/* Wait for a free request and a credit towards rank. */
-netvm_status_t nv_reserve_req(netvm_ctx_t *ctx, int rank, uint64_t *result, struct netvm_req **out);
+/* Wait for a free request and a credit towards p (inside a handler:
+ * NETVM_ERR_AGAIN instead of waiting). */
+netvm_status_t nv_reserve_req(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *result, struct netvm_req **out);
 /* Given what the link returned for q's operation: wait if pending, free q,
  * return the operation's status. */
 netvm_status_t nv_finish_req(netvm_ctx_t *ctx, struct netvm_req *q, netvm_status_t st);
@@ -232,8 +452,8 @@ void           nv_req_post_events(struct netvm_req *r);
 /* req.c */
 netvm_status_t     nv_req_pool_init(netvm_ctx_t *ctx, uint32_t n);
 void               nv_req_pool_fini(netvm_ctx_t *ctx);
-/* A pending request to rank; result (may be NULL) receives the value. */
-struct netvm_req  *nv_req_alloc(netvm_ctx_t *ctx, int rank, uint64_t *result);
+/* A pending request to p; result (may be NULL) receives the value. */
+struct netvm_req  *nv_req_alloc(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *result);
 void               nv_req_free(struct netvm_req *req);
 /* Complete a pending request exactly once (from any thread); 0 if it was not pending. */
 int                nv_req_complete(struct netvm_req *req, netvm_status_t st, uint64_t result);
@@ -242,17 +462,20 @@ int                nv_req_complete(struct netvm_req *req, netvm_status_t st, uin
 int                nv_req_give_up(struct netvm_req *req, netvm_status_t st);
 /* The link starts writing req's answer: 1 if it may (nv_req_give_up then fails). */
 int                nv_req_claim(struct netvm_req *req);
+/* The request named by a wire id, if that use of it is still current. */
 struct netvm_req  *nv_req_lookup(netvm_ctx_t *ctx, uint32_t id);
-/* Give a request away: whoever completes it posts its events (ev_*), and
- * the pool takes it back. */
+/* Give a request away: whoever completes it posts its events (ev_*) and
+ * frees it. */
 void               nv_req_detach(struct netvm_req *req);
-/* Take back detached requests that completed (application thread). */
-void               nv_req_sweep(netvm_ctx_t *ctx);
+/* Run fn at completion (now if done); the request is then netvm's. */
+void               nv_req_set_then(struct netvm_req *req, netvm_req_fn fn, void *arg);
 static inline uint32_t nv_req_id(const struct netvm_req *r)
 {
     return (uint32_t)atomic_load_explicit(&r->gen, memory_order_relaxed) << 16 | r->index;
 }
-
-static inline struct nv_link *nv_link_to(netvm_ctx_t *ctx, int rank) { return ctx->peers[rank].link; }
+static inline int nv_req_done(struct netvm_req *r)
+{
+    return atomic_load_explicit(&r->state, memory_order_acquire) == NV_REQ_DONE;
+}
 
 #endif

@@ -1,27 +1,36 @@
-/* Choosing a link per peer, at connect time: shm between processes of one
- * machine (same kernel boot, network and pid namespaces, host name), tcp
- * between machines. NETVM_LINKS forces a choice: "tcp" uses tcp for every
- * other rank even on one machine (for tests and comparison), "shm" refuses
- * peers it cannot reach by shm. A process always reaches itself by shm. */
+/* The links of a context, and how the job's ranks reach each other: shm
+ * between processes of one machine (same kernel boot, network and pid
+ * namespaces, host name), tcp between machines. NETVM_LINKS forces a
+ * choice: "tcp" uses tcp for every other rank even on one machine (for
+ * tests and comparison), "shm" refuses peers it cannot reach by shm. A
+ * process always reaches itself by shm.
+ *
+ * Ranks exchange cards through the bootstrap; then each rank attaches to
+ * its same-machine peers' blocks directly, and the higher rank of each tcp
+ * pair connects to the lower, through the same nonblocking, authenticated
+ * handshake any connection uses (core/connect.c). */
 #define _GNU_SOURCE
 #include "core/internal.h"
 #include "link/shm/shm.h"
 #include "link/tcp/tcp.h"
 #include "util/config.h"
+#include "util/hash.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+enum mode { MODE_AUTO, MODE_SHM, MODE_TCP };
+
 struct card {
     struct nv_shm_card shm;
     struct nv_tcp_card tcp;
+    uint64_t           uuid;
 };
 
-enum mode { MODE_AUTO, MODE_SHM, MODE_TCP };
-
-static netvm_status_t read_mode(enum mode *m)
+static netvm_status_t read_mode(int *m)
 {
     const char *v = nv_config_str("NETVM_LINKS");
     if (!v || !strcasecmp(v, "auto"))
@@ -37,104 +46,193 @@ static netvm_status_t read_mode(enum mode *m)
     return NETVM_OK;
 }
 
-static void finish_links(netvm_ctx_t *ctx)
-{
-    ctx->nlinks = 0;
-    ctx->links[ctx->nlinks++] = ctx->shm;
-    if (ctx->tcp)
-        ctx->links[ctx->nlinks++] = ctx->tcp;
-    /* the shm ring of a peer holds every request and reply in flight to it:
-     * bounding each initiator's requests per peer keeps it from filling */
-    ctx->credits = 4096u / (2u * (unsigned)ctx->size);
-    if (ctx->credits > 256)
-        ctx->credits = 256;
-    if (ctx->credits < 1)
-        ctx->credits = 1;
-}
+static struct nv_link_upcalls upcalls(netvm_ctx_t *ctx);
 
-netvm_status_t nv_links_connect(netvm_ctx_t *ctx, const void *shm_params, int timeout_ms)
+/* The tcp link, opened at init for a job that may span machines, or when
+ * the context first listens or connects. */
+netvm_status_t nv_links_open_tcp(netvm_ctx_t *ctx, int job_listen, struct nv_tcp_card *card)
 {
-    enum mode mode;
-    netvm_status_t st = read_mode(&mode);
+    if (ctx->tcp)
+        return NETVM_OK;
+    struct nv_tcp_card unused;
+    struct nv_tcp_params tp = {
+        .timeout_ms = ctx->timeout_ms, .secret = nv_boot_secret(ctx->boot),
+        .secret_len = NV_BOOT_SECRET_LEN, .job_hash = nv_hash_str(nv_boot_job_id(ctx->boot)),
+        .rank = ctx->rank, .uuid = ctx->uuid, .host_id = nv_shm_host_id(),
+        .max_segments = ctx->atu.cap, .max_requests = ctx->nreqs,
+        .bind_addr = nv_config_str("NETVM_TCP_ADDR"), .job_listen = job_listen,
+        .handshake_ms = (int)nv_config_long("NETVM_HANDSHAKE_MS", 10, 3600000),
+        .handshake_max = (int)nv_config_long("NETVM_HANDSHAKE_MAX", 1, 65536), .ep = &ctx->ep };
+    struct nv_link_upcalls up = upcalls(ctx);
+    struct nv_link *l;
+    netvm_status_t st = nv_tcp_link_open(&l, ctx->pfd, &tp, &up, card ? card : &unused);
     if (st != NETVM_OK)
         return st;
-    struct nv_link_upcalls up = { .arg = ctx, .am = nv_am_upcall, .peer_down = nv_peer_down_upcall,
-                                  .complete = nv_complete_upcall, .claim = nv_claim_upcall,
-                                  .translate = nv_translate_upcall,
-                                  .lookup = nv_lookup_upcall };
-    struct card mine = { 0 }, *all = calloc((size_t)ctx->size, sizeof *all);
-    uint8_t *use_shm = calloc((size_t)ctx->size, 1), *use_tcp = calloc((size_t)ctx->size, 1);
-    if (!all || !use_shm || !use_tcp) {
-        st = NETVM_ERR_NOMEM;
-        goto out;
-    }
-    st = nv_shm_link_open(&ctx->shm, ctx->rank, ctx->size, shm_params, &up, &mine.shm);
-    if (st == NETVM_OK && ctx->size > 1 && mode != MODE_SHM) {
-        const struct nv_shm_params *sp = shm_params;
-        struct nv_tcp_params tp = { .timeout_ms = timeout_ms, .secret = nv_boot_secret(ctx->boot),
-                                    .secret_len = NV_BOOT_SECRET_LEN, .max_segments = sp->max_segments,
-                                    .bind_addr = nv_config_str("NETVM_TCP_ADDR"), .ep = sp->ep };
-        st = nv_tcp_link_open(&ctx->tcp, ctx->rank, ctx->size, &tp, &up, &mine.tcp);
-    }
-    if (st == NETVM_OK)
-        st = nv_boot_allgather(ctx->boot, &mine, sizeof mine, all);
+    ctx->links[ctx->nlinks] = l;
+    __atomic_store_n(&ctx->tcp, l, __ATOMIC_RELEASE);
+    atomic_store(&ctx->nlinks, ctx->nlinks + 1);
+    return NETVM_OK;
+}
+
+static struct nv_lpeer *peer_ref_upcall(void *arg, uint32_t id)
+{
+    struct nv_peer *p;
+    return nv_peer_get(arg, (int)id, &p) == NETVM_OK ? &p->lp : NULL;
+}
+
+static void peer_unref_upcall(void *arg, struct nv_lpeer *lp)
+{
+    (void)arg;
+    nv_peer_put(nv_peer_of(lp));
+}
+
+static struct nv_link_upcalls upcalls(netvm_ctx_t *ctx)
+{
+    struct nv_link_upcalls up = { .arg = ctx, .am = nv_am_upcall, .am_end = nv_am_end_upcall,
+                                  .peer_down = nv_peer_down_upcall, .complete = nv_complete_upcall,
+                                  .claim = nv_claim_upcall, .translate = nv_translate_upcall,
+                                  .peer_ref = peer_ref_upcall, .peer_unref = peer_unref_upcall,
+                                  .hs = &nv_hs_upcalls };
+    return up;
+}
+
+netvm_status_t nv_links_open(netvm_ctx_t *ctx, const void *shm_params, int timeout_ms)
+{
+    (void)timeout_ms;
+    netvm_status_t st = read_mode(&ctx->links_mode);
     if (st != NETVM_OK)
-        goto out;
+        return st;
+    struct nv_link_upcalls up = upcalls(ctx);
+    struct nv_shm_card unused;
+    st = nv_shm_link_open(&ctx->shm, ctx->pfd, shm_params, &up, &unused);
+    if (st != NETVM_OK)
+        return st;
+    ctx->links[0] = ctx->shm;
+    ctx->nlinks = 1;
+    return NETVM_OK;
+}
+
+/* --- the job's ranks ------------------------------------------------------------- */
+
+struct job_connect {
+    _Atomic int pending;       /* tcp ranks not yet ready */
+    _Atomic int failed;        /* a status, once one failed */
+    uint8_t    *use_tcp;
+};
+
+static int job_done(void *arg)
+{
+    struct job_connect *j = arg;
+    return !atomic_load(&j->pending) || atomic_load(&j->failed);
+}
+
+/* A rank that connects to this one (connect.c's handshake asks). */
+netvm_status_t nv_links_job_accept(netvm_ctx_t *ctx, int rank, struct nv_lpeer **lp)
+{
+    struct job_connect *j = ctx->job_connect;
+    if (!j || rank <= ctx->rank || rank >= ctx->size || !j->use_tcp[rank]) {
+        nv_warn("tcp link: refused a connection claiming rank %d", rank);
+        return NETVM_ERR_RANK;
+    }
+    struct nv_peer *p = nv_rank_peer(ctx, rank);
+    if (p->lp.conn) {
+        nv_warn("tcp link: refused a second connection claiming rank %d", rank);
+        return NETVM_ERR_EXISTS;
+    }
+    *lp = &p->lp;
+    return NETVM_OK;
+}
+
+void nv_links_job_ready(netvm_ctx_t *ctx, netvm_status_t st)
+{
+    struct job_connect *j = ctx->job_connect;
+    if (!j)
+        return;
+    if (st != NETVM_OK) {
+        int none = 0;
+        atomic_compare_exchange_strong(&j->failed, &none, (int)st);
+    } else {
+        atomic_fetch_sub(&j->pending, 1);
+    }
+}
+
+netvm_status_t nv_links_connect_job(netvm_ctx_t *ctx)
+{
+    struct card mine;
+    memset(&mine, 0, sizeof mine);
+    mine.uuid = ctx->uuid;
+    netvm_status_t st = NETVM_OK;
+    if (ctx->size > 1 && ctx->links_mode != MODE_SHM)
+        st = nv_links_open_tcp(ctx, 1, &mine.tcp);
+    if (st != NETVM_OK)
+        return st;
+    nv_shm_card_of(ctx->shm, &mine.shm);
+    if (ctx->size > 1)
+        nv_shm_allow_peers();   /* same-machine ranks attach right after the exchange */
+    struct card *all = calloc((size_t)ctx->size, sizeof *all);
+    struct job_connect j = { .use_tcp = calloc((size_t)ctx->size, 1) };
+    if (!all || !j.use_tcp) {
+        free(all);
+        free(j.use_tcp);
+        return NETVM_ERR_NOMEM;
+    }
+    st = nv_boot_allgather(ctx->boot, &mine, sizeof mine, all);
     int ntcp = 0;
-    for (int r = 0; r < ctx->size; r++) {
+    for (int r = 0; r < ctx->size && st == NETVM_OK; r++) {
+        struct nv_peer *p = nv_rank_peer(ctx, r);
+        p->lp.remote_id = (uint32_t)ctx->rank;   /* ranks are the same ids everywhere */
+        nv_peer_set_uuid(ctx, p, all[r].uuid);
         int local = all[r].shm.host_id == mine.shm.host_id && all[r].shm.version == mine.shm.version;
-        if (r == ctx->rank || (local && mode != MODE_TCP)) {
-            use_shm[r] = 1;
-        } else if (mode == MODE_SHM || !ctx->tcp) {
+        if (r == ctx->rank || (local && ctx->links_mode != MODE_TCP)) {
+            st = nv_shm_attach(ctx->shm, &p->lp, &all[r].shm, r == ctx->rank);
+            nv_info("rank %d: link shm (%s)", r, r == ctx->rank ? "ourselves" : "same machine");
+        } else if (ctx->links_mode == MODE_SHM || !ctx->tcp) {
             nv_error("rank %d is not on this machine and NETVM_LINKS=shm", r);
             st = NETVM_ERR_UNSUPPORTED;
-            goto out;
         } else {
-            use_tcp[r] = 1;
+            j.use_tcp[r] = 1;
             ntcp++;
+            nv_info("rank %d: link tcp (%s)", r, ctx->links_mode == MODE_TCP ? "NETVM_LINKS=tcp" : "another machine");
         }
-        ctx->peers[r].link = use_shm[r] ? ctx->shm : ctx->tcp;
-        nv_info("rank %d: link %s (%s)", r, ctx->peers[r].link->ops->name,
-                r == ctx->rank ? "ourselves" : use_shm[r] ? "same machine" :
-                mode == MODE_TCP ? "NETVM_LINKS=tcp" : "another machine");
     }
-    st = nv_shm_link_connect(ctx->shm, &all[0].shm, sizeof *all, use_shm);
     if (st == NETVM_OK && ntcp) {
-        struct nv_tcp_card *tc = calloc((size_t)ctx->size, sizeof *tc);
-        if (!tc) {
-            st = NETVM_ERR_NOMEM;
-            goto out;
+        atomic_store(&j.pending, ntcp);
+        ctx->job_connect = &j;
+        for (int r = 0; r < ctx->rank && st == NETVM_OK; r++)
+            if (j.use_tcp[r])
+                st = nv_tcp_connect_job(ctx->tcp, &all[r].tcp, r, nv_job_cookie());
+        if (st == NETVM_OK) {
+            /* the handshakes run in the progress engine; this thread drives it */
+            st = nv_progress_wait(ctx, job_done, &j, ctx->timeout_ms, 0);
+            if (st == NETVM_ERR_TIMEOUT)
+                nv_error("tcp link: %d rank(s) did not connect within NETVM_TIMEOUT", atomic_load(&j.pending));
+            else if (atomic_load(&j.failed))
+                st = (netvm_status_t)atomic_load(&j.failed);
         }
-        for (int r = 0; r < ctx->size; r++)
-            tc[r] = all[r].tcp;
-        st = nv_tcp_link_connect(ctx->tcp, tc, use_tcp);
-        free(tc);
-    } else if (ctx->tcp) {
-        ctx->tcp->ops->destroy(ctx->tcp);
-        ctx->tcp = NULL;
+        ctx->job_connect = NULL;
     }
-    if (st == NETVM_OK)
-        finish_links(ctx);
-out:
     free(all);
-    free(use_shm);
-    free(use_tcp);
+    free(j.use_tcp);
     return st;
 }
 
 void nv_links_destroy(netvm_ctx_t *ctx)
 {
-    if (ctx->tcp)
-        ctx->tcp->ops->destroy(ctx->tcp);
-    if (ctx->shm)
-        ctx->shm->ops->destroy(ctx->shm);
-    ctx->tcp = ctx->shm = NULL;
+    struct nv_link *tcp = ctx->tcp, *shm = ctx->shm;
     ctx->nlinks = 0;
+    ctx->tcp = ctx->shm = NULL;
+    if (tcp)
+        tcp->ops->destroy(tcp);
+    if (shm)
+        shm->ops->destroy(shm);
 }
 
-const char *nv_link_name(const netvm_ctx_t *ctx, int rank)
+const char *nv_link_name(const netvm_ctx_t *ctx, int peer)
 {
-    if (rank < 0 || rank >= ctx->size || !ctx->peers[rank].link)
+    struct nv_peer *p;
+    if (nv_peer_get((netvm_ctx_t *)ctx, peer, &p) != NETVM_OK)
         return "none";
-    return ctx->peers[rank].link->ops->name;
+    const char *n = p->lp.link ? p->lp.link->ops->name : "none";
+    nv_peer_put(p);
+    return n;
 }

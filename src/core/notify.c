@@ -4,7 +4,6 @@
  * active message asks the target's progress engine to. */
 #include "core/internal.h"
 #include "util/log.h"
-#include "wire/am.h"
 
 netvm_status_t netvm_put_notify(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off, const void *src,
                                 size_t len, unsigned flags, uint64_t tag)
@@ -34,29 +33,33 @@ netvm_status_t netvm_atomic_notify(netvm_ctx_t *ctx, netvm_rseg_t *rseg, size_t 
 
 /* A notification put or a counter increment: straight into the target's
  * block, or an active message its progress engine acts on. */
-static netvm_status_t deliver(netvm_ctx_t *ctx, int rank, unsigned kind, uint32_t id, uint64_t value)
+static netvm_status_t deliver(netvm_ctx_t *ctx, int peer, unsigned kind, uint32_t id, uint64_t value)
 {
     if (!ctx)
         return NETVM_ERR_INVAL;
-    if (rank < 0 || rank >= ctx->size)
-        return NETVM_ERR_RANK;
-    if (atomic_load(&ctx->peers[rank].dead))
-        return NETVM_ERR_PEER;
-    struct nv_link *l = ctx->peers[rank].link;
-    if (l->ops->notify) {
-        netvm_status_t st = l->ops->notify(l, rank, kind, id, value);
-        if (st != NETVM_ERR_UNSUPPORTED)
-            return st;
+    struct nv_peer *p;
+    netvm_status_t st = nv_peer_get(ctx, peer, &p);
+    if (st != NETVM_OK)
+        return st;
+    struct nv_link *l = p->lp.link;
+    if (atomic_load(&p->dead) || !l) {
+        st = NETVM_ERR_PEER;
+    } else if ((l->ops->caps.flags & NV_LCAP_NOTIFY) &&
+               (st = l->ops->notify(l, &p->lp, kind, id, value)) != NETVM_ERR_UNSUPPORTED) {
+        /* delivered (or failed) by the link itself */
+    } else {
+        struct nv_am_hdr h = { .handler = kind == NV_EP_COUNTER ? NV_AMH_COUNT : NV_AMH_NOTIFY };
+        if (kind == NV_EP_COUNTER) {
+            h.nargs = 2;
+            h.args[0] = id;
+            h.args[1] = value;
+        } else {
+            h.nargs = 1;
+            h.args[0] = value;
+        }
+        st = nv_am_send(ctx, p, &h, NULL, NULL, NV_AMS_NOW);
     }
-    struct nv_am m = { .kind = kind == NV_EP_COUNTER ? NV_AM_COUNT : NV_AM_NOTIFY, .src_rank = ctx->rank,
-                       .slot = id, .operand = value };
-    uint8_t buf[NV_AM_SIZE];
-    nv_am_encode(&m, buf);
-    netvm_status_t st = l->ops->am_send(l, rank, buf, 0);
-    /* a link that gathers small frames sends them now: the caller may
-     * only poll its event queue from here on */
-    if (st == NETVM_OK && (l->ops->caps & NV_LINK_CAP_ASYNC))
-        l->ops->poll(l, rank);
+    nv_peer_put(p);
     return st;
 }
 

@@ -1,168 +1,38 @@
-/* The progress engine: executes what peers ask of this process (atomics on
- * memory they cannot map), completes this process's own requests, and makes
- * both happen without the application calling netvm. A thread sleeps in
- * epoll_wait (an idle process costs no CPU); a thread waiting for its own
- * operation polls inline first, so latency does not pay a thread hand-off,
- * then sleeps on a futex. */
+/* The progress engine: runs what peers ask of this process, completes this
+ * process's own requests, and makes both happen without the application
+ * calling netvm.
+ *
+ * Every link registers its file descriptors (sockets, doorbells, pidfds)
+ * in one epoll set, P. Exactly one thread at a time takes in P's events (a
+ * "pass"). The progress thread sleeps on Q = {P, stop}: an idle process
+ * costs no CPU. An application thread that waits inside netvm, or polls in
+ * a loop, takes P over — it disables P in Q, so the kernel no longer wakes
+ * the progress thread for what arrives — and serves P itself: spinning on
+ * it, or sleeping on it, so its own answer reaches it with one wake-up and
+ * no thread hand-off. It gives P back when its call returns, or, for a
+ * polling loop (netvm_progress, an armed event queue), keeps it and the
+ * progress thread takes it back once the application has not called for a
+ * lease (NETVM_POLL_LEASE_US). The user's event fd, E, holds the endpoint
+ * block's eventfd and, while the event queue is armed, P. */
 #define _GNU_SOURCE
 #include "core/internal.h"
-#include "util/atomic_op.h"
-#include "util/mapped.h"
+#include "util/config.h"
 #include "util/log.h"
 #include "util/thread.h"
 #include "util/time.h"
-#include "wire/am.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* An answer to the initiator of m, queued behind what its link is sending. */
-static void send_back(netvm_ctx_t *ctx, const struct nv_am *m, const struct nv_am *answer)
-{
-    uint8_t buf[NV_AM_SIZE];
-    nv_am_encode(answer, buf);
-    struct nv_link *l = ctx->peers[m->src_rank].link;
-    if (l->ops->am_send(l, m->src_rank, buf, NV_AM_SEND_REPLY) != NETVM_OK)
-        nv_debug("answer to rank %d dropped: it is gone", m->src_rank);
-}
-
-static void send_reply(netvm_ctx_t *ctx, const struct nv_am *m, netvm_status_t st, uint64_t result)
-{
-    struct nv_am reply = { .kind = NV_AM_REPLY, .src_rank = ctx->rank, .req_id = m->req_id,
-                           .status = (uint16_t)st, .operand = result };
-    send_back(ctx, m, &reply);
-}
-
-/* A failure of an operation nobody waits for: the initiator keeps it for
- * its next flush. */
-static void send_error(netvm_ctx_t *ctx, const struct nv_am *m, netvm_status_t st)
-{
-    struct nv_am e = { .kind = NV_AM_ERROR, .src_rank = ctx->rank, .status = (uint16_t)st };
-    send_back(ctx, m, &e);
-}
-
-static void take_error(netvm_ctx_t *ctx, const struct nv_am *m)
-{
-    int known = m->status < NETVM_STATUS_COUNT && m->status != NETVM_OK;
-    nv_peer_async_error(ctx, m->src_rank, known ? (netvm_status_t)m->status : NETVM_ERR_SYS);
-}
-
-/* The NIC's work after a peer's word access here is complete. */
-static void word_done(netvm_ctx_t *ctx, const struct nv_am *m, uint64_t addr, unsigned access)
-{
-    nv_ep_access(&ctx->ep, m->src_rank, addr, 8, access);
-    if (m->flags & NV_AM_F_NOTIFY) {
-        struct nv_ep_rec r = { .type = NETVM_EV_COMPLETER, .access = (uint16_t)access, .rank = m->src_rank,
-                               .value = m->tag, .addr = addr, .len = 8 };
-        nv_ep_post(&ctx->ep, &r);
-    }
-}
-
-/* An atomic (op < NETVM_AOP_COUNT) or a signal (set or add) on a word of
- * ours; returns the status, *old the word's previous value. */
-static netvm_status_t apply_word(netvm_ctx_t *ctx, const struct nv_am *m, unsigned need, uint64_t *addr,
-                                 uint64_t *old)
-{
-    nv_atu_serve_begin(&ctx->atu);
-    netvm_status_t st = nv_atu_translate(&ctx->atu, m->slot, m->key, m->off, 8, need, addr);
-    if (st == NETVM_OK && (*addr & 7))
-        st = NETVM_ERR_INVAL;
-    if (st == NETVM_OK && !nv_range_mapped(*addr, 8))
-        st = NETVM_ERR_FAULT;
-    if (st == NETVM_OK) {
-        uint64_t *w = (uint64_t *)(uintptr_t)*addr;
-        if (m->kind == NV_AM_ATOMIC)
-            *old = nv_atomic_apply(w, (netvm_atomic_op_t)m->op, m->operand, m->compare);
-        else if (m->op == NETVM_SIGNAL_SET)
-            *old = __atomic_exchange_n(w, m->operand, __ATOMIC_RELEASE);
-        else
-            *old = __atomic_fetch_add(w, m->operand, __ATOMIC_RELEASE);
-    }
-    nv_atu_serve_end(&ctx->atu);
-    return st;
-}
-
-static void serve_atomic(netvm_ctx_t *ctx, const struct nv_am *m)
-{
-    uint64_t addr = 0, old = 0;
-    netvm_status_t st = m->op < NETVM_AOP_COUNT ? apply_word(ctx, m, NETVM_ATOMIC, &addr, &old)
-                                                : NETVM_ERR_INVAL;
-    if (st == NETVM_OK)
-        word_done(ctx, m, addr, NETVM_TRIP_RW);
-    send_reply(ctx, m, st, old);
-}
-
-static void serve_signal(netvm_ctx_t *ctx, const struct nv_am *m)
-{
-    uint64_t addr = 0, old = 0;
-    netvm_status_t st = NETVM_ERR_INVAL;
-    if (m->op <= NETVM_SIGNAL_ADD)
-        st = apply_word(ctx, m, m->op == NETVM_SIGNAL_SET ? NETVM_WRITE : NETVM_ATOMIC, &addr, &old);
-    if (st == NETVM_OK)
-        word_done(ctx, m, addr, NETVM_TRIP_WRITE);
-    else
-        nv_debug("signal from rank %d failed: %s", m->src_rank, netvm_strerror(st));
-    if (m->flags & NV_AM_F_REPLY)
-        send_reply(ctx, m, st, 0);
-    else if ((m->flags & NV_AM_F_REPLY_ERR) && st != NETVM_OK)
-        send_error(ctx, m, st);
-}
-
-/* A notification put or a counter increment from a peer that cannot post
- * into our block itself. */
-static void serve_notify(netvm_ctx_t *ctx, const struct nv_am *m)
-{
-    netvm_status_t st = NETVM_OK;
-    if (m->kind == NV_AM_COUNT) {
-        st = nv_ep_count(&ctx->ep, m->src_rank, m->slot, m->operand);
-        if (st != NETVM_OK)
-            nv_warn("rank %d counted on counter %u, beyond NETVM_COUNTERS", m->src_rank, m->slot);
-    } else {
-        struct nv_ep_rec r = { .type = NETVM_EV_NOTIFY, .rank = m->src_rank, .value = m->operand };
-        nv_ep_post(&ctx->ep, &r);
-    }
-    if (m->flags & NV_AM_F_REPLY)
-        send_reply(ctx, m, st, 0);
-}
-
-static void take_reply(netvm_ctx_t *ctx, const struct nv_am *m)
-{
-    struct netvm_req *r = nv_req_lookup(ctx, m->req_id);
-    if (!r || r->rank != m->src_rank) {
-        nv_debug("stale or foreign reply from rank %d ignored", m->src_rank);
-        return;
-    }
-    netvm_status_t st = m->status < NETVM_STATUS_COUNT ? (netvm_status_t)m->status : NETVM_ERR_SYS;
-    nv_req_complete(r, st, m->operand);
-}
-
-void nv_am_upcall(void *arg, int src_rank, const uint8_t *msg, size_t len)
-{
-    netvm_ctx_t *ctx = arg;
-    struct nv_am m;
-    if (nv_am_decode(msg, len, &m) != 0 || m.src_rank >= ctx->size ||
-        (src_rank >= 0 && src_rank != m.src_rank)) {
-        nv_warn("malformed active message dropped");
-        return;
-    }
-    switch (m.kind) {
-    case NV_AM_ATOMIC: serve_atomic(ctx, &m); break;
-    case NV_AM_SIGNAL: serve_signal(ctx, &m); break;
-    case NV_AM_NOTIFY:
-    case NV_AM_COUNT:  serve_notify(ctx, &m); break;
-    case NV_AM_REPLY:  take_reply(ctx, &m);   break;
-    case NV_AM_ERROR:  take_error(ctx, &m);   break;
-    default: break;
-    }
-}
+/* --- upcalls from the links -------------------------------------------------- */
 
 void nv_complete_upcall(void *arg, void *token, netvm_status_t st)
 {
@@ -183,49 +53,296 @@ netvm_status_t nv_translate_upcall(void *arg, uint32_t slot, uint64_t key, uint6
     return nv_atu_translate(&ctx->atu, slot, key, off, len, need, addr);
 }
 
-void nv_peer_down_upcall(void *arg, int rank)
+void nv_peer_down_upcall(void *arg, struct nv_lpeer *lp, int graceful)
 {
-    netvm_ctx_t *ctx = arg;
-    if (atomic_exchange(&ctx->peers[rank].dead, 1))
-        return;
-    /* nothing more will come from it: fail what waits on it */
-    for (uint32_t i = 0; i < ctx->nreqs; i++) {
-        struct netvm_req *r = &ctx->reqs[i];
-        if ((atomic_load(&r->state) & 0xff) == NV_REQ_PENDING && r->rank == rank)
-            nv_req_complete(r, NETVM_ERR_PEER, 0);
+    nv_peer_down(arg, nv_peer_of(lp), graceful);
+}
+
+/* --- the epoll sets ------------------------------------------------------------ */
+
+static int ep_mod(int epfd, int fd, unsigned events, void *token)
+{
+    struct epoll_event ev = { .events = events, .data.ptr = token };
+    return epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+netvm_status_t nv_progress_init(netvm_ctx_t *ctx)
+{
+    ctx->pfd = epoll_create1(EPOLL_CLOEXEC);
+    ctx->qfd = epoll_create1(EPOLL_CLOEXEC);
+    ctx->efd = epoll_create1(EPOLL_CLOEXEC);
+    ctx->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    ctx->kickfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (ctx->pfd < 0 || ctx->qfd < 0 || ctx->efd < 0 || ctx->stopfd < 0 || ctx->kickfd < 0)
+        return NETVM_ERR_SYS;
+    pthread_mutex_init(&ctx->lend_lock, NULL);
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ctx->stop_token };
+    if (epoll_ctl(ctx->qfd, EPOLL_CTL_ADD, ctx->stopfd, &ev) != 0)
+        return NETVM_ERR_SYS;
+    ev.data.ptr = &ctx->kick_token;
+    if (epoll_ctl(ctx->qfd, EPOLL_CTL_ADD, ctx->kickfd, &ev) != 0)
+        return NETVM_ERR_SYS;
+    ev.data.ptr = &ctx->p_token;
+    if (epoll_ctl(ctx->qfd, EPOLL_CTL_ADD, ctx->pfd, &ev) != 0)
+        return NETVM_ERR_SYS;
+    ev.data.ptr = &ctx->wake_token;
+    if (epoll_ctl(ctx->efd, EPOLL_CTL_ADD, ctx->ep.wake_fd, &ev) != 0)
+        return NETVM_ERR_SYS;
+    ev.events = 0;
+    ev.data.ptr = &ctx->p_token;
+    if (epoll_ctl(ctx->efd, EPOLL_CTL_ADD, ctx->pfd, &ev) != 0)
+        return NETVM_ERR_SYS;
+    return NETVM_OK;
+}
+
+/* Callers hold lend_lock. */
+static void lend_locked(netvm_ctx_t *ctx)
+{
+    if (!ctx->lent) {
+        if (ctx->have_thread)
+            ep_mod(ctx->qfd, ctx->pfd, 0, &ctx->p_token);
+        ctx->lent = 1;
     }
 }
 
-static int poll_all(netvm_ctx_t *ctx)
+static void give_back_locked(netvm_ctx_t *ctx)
 {
-    int n = 0;
+    /* what an application thread held back to send with its next call
+     * (acknowledgements) leaves now: nobody else would send it */
     for (int i = 0; i < ctx->nlinks; i++)
-        n += ctx->links[i]->ops->poll(ctx->links[i], -1);
+        if (ctx->links[i]->ops->flush_tx)
+            ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
+    if (ctx->in_e) {
+        ep_mod(ctx->efd, ctx->pfd, 0, &ctx->p_token);
+        ctx->in_e = 0;
+    }
+    if (ctx->lent && ctx->have_thread) {
+        ep_mod(ctx->qfd, ctx->pfd, EPOLLIN, &ctx->p_token);
+        ctx->lent = 0;
+    }
+    ctx->lent_sticky = 0;
+}
+
+static void flush_lazy(netvm_ctx_t *ctx);
+
+/* Only links with connections to watch (tcp) make lending worth its
+ * system calls; on shm alone, spinning threads already tell producers not
+ * to ring (poll_enter). */
+static int lending_pays(netvm_ctx_t *ctx)
+{
+    struct nv_link *t = __atomic_load_n(&ctx->tcp, __ATOMIC_ACQUIRE);
+    return t && t->ops->active(t);
+}
+
+/* A lease began: the progress thread, which may sleep with no timeout,
+ * must start watching it. */
+static void kick(netvm_ctx_t *ctx)
+{
+    if (ctx->thread_up) {
+        uint64_t one = 1;
+        ssize_t n = write(ctx->kickfd, &one, sizeof one);
+        (void)n;
+    }
+}
+
+/* Calls closer together than this make a loop: the caller keeps P. */
+#define LOOP_NS 50000ull
+
+void nv_progress_enter(netvm_ctx_t *ctx, int sticky)
+{
+    atomic_fetch_add_explicit(&ctx->app_inside, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctx->app_calls, 1, memory_order_relaxed);
+    if (!lending_pays(ctx))
+        return;
+    if (ctx->lent && ctx->lent_sticky)
+        return;   /* the common case of a loop: nothing to change */
+    uint64_t now = nv_now_ns();
+    if (now - ctx->last_poll_ns < LOOP_NS)
+        sticky = 1;   /* calls in a loop: give P back only once they stop (the lease) */
+    ctx->last_poll_ns = now;
+    if (ctx->lent && !sticky)
+        return;
+    pthread_mutex_lock(&ctx->lend_lock);
+    lend_locked(ctx);
+    if (sticky && !ctx->lent_sticky) {
+        ctx->lent_sticky = 1;
+        kick(ctx);
+    }
+    pthread_mutex_unlock(&ctx->lend_lock);
+}
+
+void nv_progress_leave(netvm_ctx_t *ctx)
+{
+    unsigned left = atomic_fetch_sub_explicit(&ctx->app_inside, 1, memory_order_relaxed) - 1;
+    if (!lending_pays(ctx) || !ctx->have_thread || !ctx->lent || ctx->lent_sticky || ctx->in_e || left)
+        return;
+    pthread_mutex_lock(&ctx->lend_lock);
+    if (ctx->lent && !ctx->lent_sticky && !ctx->in_e && !atomic_load(&ctx->app_inside))
+        give_back_locked(ctx);
+    pthread_mutex_unlock(&ctx->lend_lock);
+}
+
+void nv_progress_release(netvm_ctx_t *ctx)
+{
+    flush_lazy(ctx);   /* nothing this thread issued may wait for its next call */
+    if (!lending_pays(ctx) || !ctx->have_thread || !ctx->lent || atomic_load(&ctx->app_inside))
+        return;
+    pthread_mutex_lock(&ctx->lend_lock);
+    if (ctx->lent && !atomic_load(&ctx->app_inside))
+        give_back_locked(ctx);
+    pthread_mutex_unlock(&ctx->lend_lock);
+}
+
+/* The armed event queue: P joins the user's event fd. */
+void nv_progress_arm_e(netvm_ctx_t *ctx)
+{
+    if (!lending_pays(ctx))
+        return;
+    atomic_fetch_add_explicit(&ctx->app_calls, 1, memory_order_relaxed);
+    if (ctx->in_e)
+        return;
+    pthread_mutex_lock(&ctx->lend_lock);
+    lend_locked(ctx);
+    if (!ctx->lent_sticky) {
+        ctx->lent_sticky = 1;
+        kick(ctx);
+    }
+    if (!ctx->in_e) {
+        ep_mod(ctx->efd, ctx->pfd, EPOLLIN, &ctx->p_token);
+        ctx->in_e = 1;
+    }
+    pthread_mutex_unlock(&ctx->lend_lock);
+}
+
+/* --- a pass ---------------------------------------------------------------------- */
+
+static int take_pass(netvm_ctx_t *ctx)
+{
+    int free_ = 0;
+    return atomic_compare_exchange_strong_explicit(&ctx->pass_busy, &free_, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+static void end_pass(netvm_ctx_t *ctx) { atomic_store_explicit(&ctx->pass_busy, 0, memory_order_release); }
+
+/* Handle events already taken from P (the caller holds the pass). */
+static int handle(netvm_ctx_t *ctx, struct epoll_event *ev, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct nv_link *l = ((struct nv_link_ev *)ev[i].data.ptr)->link;
+        l->ops->epoll_event(l, ev[i].data.ptr, ev[i].events);
+    }
     return n;
 }
 
-/* Ask every link whether the thread may sleep; undo for those that agreed
- * if one says work arrived. */
-static int sleep_prepare_all(netvm_ctx_t *ctx)
+static int poll_links(netvm_ctx_t *ctx)
+{
+    int n = 0;
+    for (int i = 0; i < ctx->nlinks; i++)
+        n += ctx->links[i]->ops->poll(ctx->links[i], NULL);
+    return n;
+}
+
+static void flush_lazy(netvm_ctx_t *ctx)
 {
     for (int i = 0; i < ctx->nlinks; i++)
+        if (ctx->links[i]->ops->flush_tx)
+            ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
+}
+
+/* Deadlines the links keep (handshakes), run by the pass holder only (they
+ * free connections the pass may be dispatching events of); the next one
+ * is kept for the progress thread's sleep. */
+static void pass_timers(netvm_ctx_t *ctx)
+{
+    uint64_t now = nv_now_ns(), due = atomic_load_explicit(&ctx->next_timer, memory_order_relaxed);
+    /* deadlines only ever come later than those known: look again when
+     * one is due, or when none was known (a handshake may have begun) */
+    if (due != UINT64_MAX && now < due)
+        return;
+    uint64_t next = UINT64_MAX;
+    for (int i = 0; i < ctx->nlinks; i++)
+        if (ctx->links[i]->ops->timer) {
+            uint64_t t = ctx->links[i]->ops->timer(ctx->links[i], now);
+            if (t < next)
+                next = t;
+        }
+    atomic_store_explicit(&ctx->next_timer, next, memory_order_relaxed);
+}
+
+int nv_progress_pass(netvm_ctx_t *ctx)
+{
+    int n = 0;
+    /* acknowledgements may wait for this thread's next frame only while it
+     * keeps P for a loop: giving P back (or the lease running out) sends
+     * them; otherwise nobody would */
+    int held = nv_hold_acks;
+    nv_hold_acks = !nv_is_progress_thread && ctx->lent_sticky;
+    if (take_pass(ctx)) {
+        nv_peers_reap(ctx);
+        /* the progress thread was woken by P; an application thread looks
+         * at it only where arrivals are reported nowhere else */
+        if (nv_is_progress_thread || !ctx->thread_up || ctx->lent || lending_pays(ctx)) {
+            struct epoll_event ev[32];
+            int k = epoll_wait(ctx->pfd, ev, 32, 0);
+            if (k > 0)
+                n += handle(ctx, ev, k);
+        }
+        pass_timers(ctx);   /* after the events: connections accepted now count */
+        end_pass(ctx);
+    }
+    n += poll_links(ctx);
+    if (atomic_load_explicit(&ctx->ndeferred, memory_order_relaxed))
+        n += nv_am_run_deferred(ctx);
+    nv_hold_acks = held;
+    return n;
+}
+
+/* Sleep until something arrives on P (and, for event waits, the endpoint
+ * block's eventfd) or max_ns pass. The caller has lent P (or there is no
+ * progress thread). */
+static void sleep_on_p(netvm_ctx_t *ctx, int with_ep_fd, uint64_t max_ns)
+{
+    int ms = max_ns > (uint64_t)INT_MAX * 1000000ull ? INT_MAX : (int)((max_ns + 999999) / 1000000);
+    if (!take_pass(ctx)) {
+        /* another thread serves P: let it, and look again shortly */
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+        return;
+    }
+    int busy = 0, nl = ctx->nlinks;
+    for (int i = 0; i < nl; i++)
         if (ctx->links[i]->ops->sleep_prepare(ctx->links[i])) {
             for (int k = 0; k < i; k++)
                 ctx->links[k]->ops->sleep_done(ctx->links[k]);
-            return 1;
+            busy = 1;
+            break;
         }
-    return 0;
+    if (!busy) {
+        struct pollfd p[2] = { { .fd = ctx->pfd, .events = POLLIN }, { .fd = ctx->ep.wake_fd, .events = POLLIN } };
+        if (poll(p, with_ep_fd ? 2 : 1, ms) < 0 && errno != EINTR)
+            nv_error("progress: poll failed: %s", strerror(errno));
+        for (int i = 0; i < nl; i++)
+            ctx->links[i]->ops->sleep_done(ctx->links[i]);
+    }
+    end_pass(ctx);
 }
 
-static int sleep_limit(netvm_ctx_t *ctx)
+/* --- the progress thread ------------------------------------------------------------- */
+
+/* While an application thread holds P beyond its calls (a polling loop, an
+ * armed event queue), take P back once it has not called for a lease. */
+static void check_lease(netvm_ctx_t *ctx, uint64_t *seen_calls)
 {
-    int limit = -1;
-    for (int i = 0; i < ctx->nlinks; i++) {
-        int ms = ctx->links[i]->ops->sleep_limit_ms(ctx->links[i]);
-        if (ms >= 0 && (limit < 0 || ms < limit))
-            limit = ms;
+    uint64_t calls = atomic_load_explicit(&ctx->app_calls, memory_order_relaxed);
+    if (calls != *seen_calls || atomic_load(&ctx->app_inside)) {
+        *seen_calls = calls;
+        return;
     }
-    return limit;
+    pthread_mutex_lock(&ctx->lend_lock);
+    if (ctx->lent && !atomic_load(&ctx->app_inside) && atomic_load(&ctx->app_calls) == calls)
+        give_back_locked(ctx);
+    pthread_mutex_unlock(&ctx->lend_lock);
 }
 
 static void *progress_main(void *arg)
@@ -233,52 +350,78 @@ static void *progress_main(void *arg)
     netvm_ctx_t *ctx = arg;
     struct epoll_event ev[16];
     nv_is_progress_thread = 1;
+    uint64_t seen_calls = 0;
     for (;;) {
         /* after a wake-up, linger: a burst of requests then costs one
          * wake-up, not one each */
         uint64_t until = nv_now_ns() + ctx->linger_ns;
         do {
-            if (poll_all(ctx))
+            if (!ctx->lent && nv_progress_pass(ctx))
                 until = nv_now_ns() + ctx->linger_ns;
             else
                 nv_cpu_relax();
         } while (ctx->linger_ns && nv_now_ns() < until);
-        if (sleep_prepare_all(ctx))
+        /* asleep on P (not lent): producers must ring; prepared and done
+         * on the same decision, the counts stay balanced */
+        int lent = ctx->lent, nl = ctx->nlinks, busy = 0;
+        if (!lent)
+            for (int i = 0; i < nl && !busy; i++)
+                if (ctx->links[i]->ops->sleep_prepare(ctx->links[i])) {
+                    for (int k = 0; k < i; k++)
+                        ctx->links[k]->ops->sleep_done(ctx->links[k]);
+                    busy = 1;
+                }
+        if (busy)
             continue;
-        int n = epoll_wait(ctx->epfd, ev, 16, sleep_limit(ctx));
-        for (int i = 0; i < ctx->nlinks; i++) {
-            ctx->links[i]->ops->sleep_done(ctx->links[i]);
-            ctx->links[i]->ops->tick(ctx->links[i]);
+        int deferred = atomic_load(&ctx->ndeferred) != 0;
+        int timeout = lent ? (int)(ctx->lease_ns / 1000000 + 1) : deferred ? 1 : -1;
+        uint64_t due = atomic_load_explicit(&ctx->next_timer, memory_order_relaxed);
+        if (due != UINT64_MAX) {
+            uint64_t now = nv_now_ns();
+            int ms = due <= now ? 0 : (int)((due - now) / 1000000 + 1);
+            if (timeout < 0 || ms < timeout)
+                timeout = ms;
         }
+        int n = epoll_wait(ctx->qfd, ev, 16, timeout);
+        if (!lent)
+            for (int i = 0; i < nl; i++)
+                ctx->links[i]->ops->sleep_done(ctx->links[i]);
         for (int i = 0; i < n; i++) {
             if (ev[i].data.ptr == &ctx->stop_token)
                 return NULL;
-            struct nv_link *l = ((struct nv_link_ev *)ev[i].data.ptr)->link;
-            l->ops->epoll_event(l, ev[i].data.ptr);
+            if (ev[i].data.ptr == &ctx->kick_token) {
+                uint64_t v;
+                ssize_t r = read(ctx->kickfd, &v, sizeof v);
+                (void)r;
+            }
+        }
+        if (ctx->lent)
+            check_lease(ctx, &seen_calls);
+        else if (n > 0 && atomic_load(&ctx->pass_busy)) {
+            /* an application thread is in a pass: P stays readable until it
+             * is done; do not spin on it */
+            for (unsigned i = 0; atomic_load(&ctx->pass_busy) && i < 4096; i++)
+                nv_cpu_relax();
+            if (atomic_load(&ctx->pass_busy))
+                sched_yield();
         }
     }
 }
 
 netvm_status_t nv_progress_start(netvm_ctx_t *ctx)
 {
-    ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
-    ctx->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (ctx->epfd < 0 || ctx->stopfd < 0)
-        return NETVM_ERR_SYS;
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ctx->stop_token };
-    if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->stopfd, &ev) != 0)
-        return NETVM_ERR_SYS;
-    for (int i = 0; i < ctx->nlinks; i++) {
-        netvm_status_t st = ctx->links[i]->ops->epoll_add(ctx->links[i], ctx->epfd);
-        if (st != NETVM_OK)
-            return st;
-    }
-    if (!ctx->have_thread)
+    ctx->lease_ns = (uint64_t)nv_config_long("NETVM_POLL_LEASE_US", 100, 10000000) * 1000ull;
+    if (!ctx->have_thread) {
+        ctx->lent = 1;   /* nobody waits on Q: whoever waits serves P */
         return NETVM_OK;
+    }
     int err = pthread_create(&ctx->thread, NULL, progress_main, ctx);
+    if (!err)
+        ctx->thread_up = 1;
     if (err) {
         nv_error("cannot start the progress thread: %s", strerror(err));
         ctx->have_thread = 0;
+        ctx->lent = 1;
         return NETVM_ERR_SYS;
     }
     return NETVM_OK;
@@ -292,13 +435,20 @@ void nv_progress_stop(netvm_ctx_t *ctx)
         (void)n;
         pthread_join(ctx->thread, NULL);
         ctx->have_thread = 0;
+        ctx->thread_up = 0;
     }
-    if (ctx->epfd >= 0)
-        close(ctx->epfd);
-    if (ctx->stopfd >= 0)
+    for (int *fd = &ctx->pfd; fd <= &ctx->efd; fd++)
+        if (*fd > 0)
+            close(*fd);
+    if (ctx->stopfd > 0)
         close(ctx->stopfd);
-    ctx->epfd = ctx->stopfd = -1;
+    if (ctx->kickfd > 0)
+        close(ctx->kickfd);
+    ctx->pfd = ctx->qfd = ctx->efd = ctx->stopfd = ctx->kickfd = -1;
+    pthread_mutex_destroy(&ctx->lend_lock);
 }
+
+/* --- waiting ---------------------------------------------------------------------------- */
 
 /* Without a progress thread nobody watches the pidfds: look ourselves. The
  * peer-down sweep may also have run between this request's credit check and
@@ -306,81 +456,195 @@ void nv_progress_stop(netvm_ctx_t *ctx)
  * we wait for here whoever marked it dead. */
 static void check_peer(netvm_ctx_t *ctx, struct netvm_req *r)
 {
-    struct nv_link *l = ctx->peers[r->rank].link;
-    if (atomic_load(&ctx->peers[r->rank].dead) || l->ops->peer_dead(l, r->rank)) {
-        nv_peer_down_upcall(ctx, r->rank);
+    struct nv_peer *p = r->peer;
+    struct nv_link *l = p->lp.link;
+    if (atomic_load(&p->dead) || (l && l->ops->peer_dead(l, &p->lp))) {
+        nv_peer_down(ctx, p, 0);
         nv_req_give_up(r, NETVM_ERR_PEER);
     }
 }
 
-static int req_done(struct netvm_req *r)
+static int req_done_cb(void *arg) { return nv_req_done(arg); }
+
+static void req_timeouts(netvm_ctx_t *ctx, void *arg)
 {
-    return atomic_load_explicit(&r->state, memory_order_acquire) == NV_REQ_DONE;
+    struct netvm_req *r = arg;
+    check_peer(ctx, r);
+    if (nv_now_ns() - r->issued_ns > ctx->timeout_ns && nv_req_give_up(r, NETVM_ERR_TIMEOUT))
+        nv_warn("peer %d did not answer within NETVM_TIMEOUT", nv_peer_id(r->peer));
+}
+
+/* One sleep of a waiting application thread, at most slice_ns. Where
+ * lending P pays (tcp) or nobody else serves it, the thread sleeps on P
+ * itself, so what it waits for wakes it directly. On shm alone the
+ * progress thread serves the ring: a request's waiter sleeps on the
+ * request's futex, an event's waiter on the event queue's eventfd (shm
+ * initiators post events and wake it themselves). */
+static void sleep_once(netvm_ctx_t *ctx, struct netvm_req *r, int events, uint64_t slice)
+{
+    if (lending_pays(ctx) || !ctx->thread_up) {
+        if (!ctx->lent) {
+            pthread_mutex_lock(&ctx->lend_lock);
+            lend_locked(ctx);
+            pthread_mutex_unlock(&ctx->lend_lock);
+        }
+        if (events && nv_ep_arm_fd(&ctx->ep))
+            return;
+        if (r && nv_req_done(r))
+            return;
+        flush_lazy(ctx);
+        sleep_on_p(ctx, events, slice);
+        nv_progress_pass(ctx);
+        return;
+    }
+    if (r) {
+        atomic_store_explicit(&r->waiting, 1, memory_order_seq_cst);
+        uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+        if (s != NV_REQ_DONE) {
+            struct timespec ts = { 0, (long)(slice < 10000000ull ? slice : 10000000ull) };
+            syscall(SYS_futex, &r->state, FUTEX_WAIT_PRIVATE, s, &ts, NULL, 0);
+        }
+        return;
+    }
+    if (nv_ep_arm_fd(&ctx->ep))
+        return;
+    struct pollfd p = { .fd = ctx->ep.wake_fd, .events = POLLIN };
+    int ms = (int)((slice + 999999) / 1000000);
+    if (poll(&p, 1, ms) < 0 && errno != EINTR)
+        nv_error("progress: poll failed: %s", strerror(errno));
+}
+
+/* The one waiting loop: spin (serving P and the rings), then sleep. */
+static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg, struct netvm_req *r,
+                                uint64_t deadline, int spin, int events)
+{
+    uint64_t start = nv_now_ns();
+    uint64_t spin_until = spin ? start + ctx->spin_ns : start;
+    netvm_status_t st = NETVM_OK;
+    nv_progress_enter(ctx, 0);
+    for (int i = 0; i < ctx->nlinks; i++)
+        ctx->links[i]->ops->poll_enter(ctx->links[i]);
+    unsigned iter = 0;
+    int spinning = 1;
+    flush_lazy(ctx);   /* what this thread issued goes before it waits */
+    while (!done(arg)) {
+        if (spinning) {
+            nv_progress_pass(ctx);
+            if (done(arg))
+                break;
+            /* still waiting: nothing it owes may wait for its next frame */
+            flush_lazy(ctx);
+            if ((++iter & 63) == 0) {
+                uint64_t now = nv_now_ns();
+                if (now >= deadline) {
+                    st = NETVM_ERR_TIMEOUT;
+                    break;
+                }
+                if (now >= spin_until) {
+                    spinning = 0;
+                    for (int i = 0; i < ctx->nlinks; i++)
+                        ctx->links[i]->ops->poll_leave(ctx->links[i]);
+                    continue;
+                }
+                if ((iter & 4095) == 0 && r)
+                    req_timeouts(ctx, r);
+                if (!ctx->have_thread && (iter & 4095) == 0)
+                    sched_yield();
+            }
+            nv_cpu_relax();
+            continue;
+        }
+        if (r)
+            req_timeouts(ctx, r);
+        if (done(arg))
+            break;
+        uint64_t now = nv_now_ns();
+        if (now >= deadline) {
+            st = NETVM_ERR_TIMEOUT;
+            break;
+        }
+        uint64_t slice = 100000000ull;
+        if (deadline - now < slice)
+            slice = deadline - now;
+        sleep_once(ctx, r, events, slice);
+    }
+    if (spinning)
+        for (int i = 0; i < ctx->nlinks; i++)
+            ctx->links[i]->ops->poll_leave(ctx->links[i]);
+    nv_progress_leave(ctx);
+    return st;
 }
 
 netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
 {
-    struct nv_link *l = ctx->peers[r->rank].link;
-    uint64_t start = nv_now_ns();
-    uint64_t spin_until = start + ctx->spin_ns;
-    if (!req_done(r)) {
-        l->ops->poll_enter(l);
-        unsigned iter = 0;
-        while (!req_done(r)) {
-            /* with nobody else to serve our peers, a waiter serves them all:
-             * the one we wait on may itself be waiting on one of them */
-            if (ctx->have_thread)
-                l->ops->poll(l, r->rank);
-            else
-                poll_all(ctx);
-            if ((++iter & 63) == 0 && nv_now_ns() > spin_until && ctx->have_thread)
-                break;
-            if ((iter & 4095) == 0) {
-                check_peer(ctx, r);
-                if (nv_now_ns() - r->issued_ns > ctx->timeout_ns && nv_req_give_up(r, NETVM_ERR_TIMEOUT))
-                    nv_warn("rank %d did not answer within NETVM_TIMEOUT", r->rank);
-                if (!ctx->have_thread)
-                    sched_yield();
-            }
-            nv_cpu_relax();
-        }
-        l->ops->poll_leave(l);
-    }
-    /* sleep: the progress thread completes the request and wakes us */
-    while (!req_done(r)) {
-        if (l->ops->reply_wait_enter(l))
-            l->ops->poll(l, r->rank);
-        atomic_store_explicit(&r->waiting, 1, memory_order_seq_cst);
-        uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
-        if (s != NV_REQ_DONE) {
-            struct timespec slice = { 0, 10 * 1000 * 1000 };
-            syscall(SYS_futex, &r->state, FUTEX_WAIT_PRIVATE, s, &slice, NULL, 0);
-        }
-        l->ops->reply_wait_leave(l);
-        if (!req_done(r)) {
-            check_peer(ctx, r);
-            if (nv_now_ns() - r->issued_ns > ctx->timeout_ns) {
-                if (nv_req_give_up(r, NETVM_ERR_TIMEOUT))
-                    nv_warn("rank %d did not answer within NETVM_TIMEOUT", r->rank);
-            }
-        }
-    }
+    if (!nv_req_done(r))
+        wait_loop(ctx, req_done_cb, r, r, UINT64_MAX, 1, 0);
     return r->status;
 }
 
-netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, int rank)
+netvm_status_t nv_progress_wait(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms, int spin)
 {
-    int lo = rank < 0 ? 0 : rank, hi = rank < 0 ? ctx->size : rank + 1;
-    unsigned outstanding = 0;
-    for (int p = lo; p < hi; p++)
-        outstanding += atomic_load_explicit(&ctx->peers[p].outstanding, memory_order_acquire);
-    if (!outstanding)
+    if (done && done(arg))
+        return NETVM_OK;
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : nv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    return wait_loop(ctx, done, arg, NULL, deadline, spin, 1);
+}
+
+/* A request completes or is reused (a request nobody holds is freed by
+ * whoever completes it). */
+struct use { struct netvm_req *r; uint16_t gen; };
+
+static int use_over(void *arg)
+{
+    struct use *u = arg;
+    return atomic_load_explicit(&u->r->gen, memory_order_acquire) != u->gen ||
+           (atomic_load_explicit(&u->r->state, memory_order_acquire) & 0xff) != NV_REQ_PENDING;
+}
+
+netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, struct nv_peer *p)
+{
+    int id = p ? nv_peer_id(p) : -1;
+    if (p && !atomic_load_explicit(&p->outstanding, memory_order_acquire))
         return NETVM_OK;   /* the common case: nothing to scan the pool for */
+    uint64_t deadline = nv_now_ns() + ctx->timeout_ns + 1000000000ull;
     for (uint32_t i = 0; i < ctx->nreqs; i++) {
         struct netvm_req *r = &ctx->reqs[i];
         uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
-        if (s != NV_REQ_FREE && s != NV_REQ_DONE && r->rank >= lo && r->rank < hi)
-            nv_progress_wait_req(ctx, r);
+        if (s == NV_REQ_FREE || s == NV_REQ_DONE || (id >= 0 && atomic_load(&r->peer_id) != id))
+            continue;
+        struct use u = { r, atomic_load(&r->gen) };
+        if (use_over(&u))
+            continue;
+        /* held by a caller, or by nobody: either way wait for its
+         * completion, bounded (its own timeout fails it) */
+        wait_loop(ctx, use_over, &u, NULL, deadline, 1, 0);
     }
     return NETVM_OK;
+}
+
+int netvm_progress(netvm_ctx_t *ctx)
+{
+    if (!ctx)
+        return 0;
+    /* a loop that calls this keeps P until it stops (the lease) */
+    int loop = 0;
+    if (lending_pays(ctx)) {
+        uint64_t now = nv_now_ns();
+        loop = now - ctx->last_poll_ns < LOOP_NS;
+        ctx->last_poll_ns = now;
+    }
+    if (loop && !nv_in_handler) {
+        nv_progress_enter(ctx, 1);
+        for (int i = 0; i < ctx->nlinks; i++)
+            if (ctx->links[i]->ops->flush_tx)
+                ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
+        int n = nv_progress_pass(ctx);
+        atomic_fetch_sub_explicit(&ctx->app_inside, 1, memory_order_relaxed);
+        return n;
+    }
+    atomic_fetch_add_explicit(&ctx->app_calls, 1, memory_order_relaxed);
+    for (int i = 0; i < ctx->nlinks; i++)
+        if (ctx->links[i]->ops->flush_tx)
+            ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
+    return nv_progress_pass(ctx);
 }

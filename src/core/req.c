@@ -1,6 +1,8 @@
-/* Requests for operations a target executes: a fixed pool, so issuing one
- * allocates nothing. Only the application thread allocates and frees
- * (MPI_THREAD_SERIALIZED); completion may come from the progress thread. */
+/* Requests for operations that complete later: a fixed pool, so issuing one
+ * allocates nothing. The free list is a lock-free stack (an index and an
+ * ABA tag in one word), because requests are taken and returned by every
+ * thread: the application's, the progress thread's handlers and
+ * continuations, and whoever completes a request nobody holds. */
 #define _GNU_SOURCE
 #include "core/internal.h"
 #include "util/time.h"
@@ -13,61 +15,82 @@
 
 netvm_status_t nv_req_pool_init(netvm_ctx_t *ctx, uint32_t n)
 {
+    if (n > 65536)
+        n = 65536;   /* the index is 16 bits of a request id */
     ctx->reqs = calloc(n, sizeof *ctx->reqs);
-    if (!ctx->reqs)
+    ctx->req_next = calloc(n, sizeof *ctx->req_next);
+    if (!ctx->reqs || !ctx->req_next)
         return NETVM_ERR_NOMEM;
     ctx->nreqs = n;
     for (uint32_t i = 0; i < n; i++) {
         ctx->reqs[i].index = (uint16_t)i;
         ctx->reqs[i].ctx = ctx;
-        ctx->reqs[i].next_free = i + 1;
+        __atomic_store_n(&ctx->req_next[i], i + 1 < n ? i + 2 : 0, __ATOMIC_RELAXED);
     }
-    ctx->free_req = 0;
+    atomic_store(&ctx->free_top, n ? 1 : 0);
     return NETVM_OK;
 }
 
 void nv_req_pool_fini(netvm_ctx_t *ctx)
 {
     free(ctx->reqs);
+    free(ctx->req_next);
     ctx->reqs = NULL;
+    ctx->req_next = NULL;
 }
 
-void nv_req_sweep(netvm_ctx_t *ctx)
+static struct netvm_req *pop_free(netvm_ctx_t *ctx)
 {
-    if (!atomic_load_explicit(&ctx->detached_done, memory_order_acquire))
-        return;
-    for (uint32_t i = 0; i < ctx->nreqs; i++) {
-        struct netvm_req *r = &ctx->reqs[i];
-        if (r->detached && atomic_load_explicit(&r->state, memory_order_acquire) == NV_REQ_DONE) {
-            atomic_fetch_sub_explicit(&ctx->detached_done, 1, memory_order_relaxed);
-            nv_req_free(r);
-        }
+    uint64_t top = atomic_load_explicit(&ctx->free_top, memory_order_acquire);
+    for (;;) {
+        uint32_t head = (uint32_t)top;
+        if (!head)
+            return NULL;
+        uint32_t next = __atomic_load_n(&ctx->req_next[head - 1], __ATOMIC_RELAXED);
+        uint64_t want = ((top >> 32) + 1) << 32 | next;
+        if (atomic_compare_exchange_weak_explicit(&ctx->free_top, &top, want, memory_order_acquire,
+                                                  memory_order_acquire))
+            return &ctx->reqs[head - 1];
     }
 }
 
-void nv_req_detach(struct netvm_req *r)
+static void push_free(netvm_ctx_t *ctx, struct netvm_req *r)
 {
-    atomic_store_explicit(&r->detached, 1, memory_order_release);
+    uint64_t top = atomic_load_explicit(&ctx->free_top, memory_order_relaxed);
+    for (;;) {
+        __atomic_store_n(&ctx->req_next[r->index], (uint32_t)top, __ATOMIC_RELAXED);
+        uint64_t want = ((top >> 32) + 1) << 32 | (uint32_t)(r->index + 1);
+        if (atomic_compare_exchange_weak_explicit(&ctx->free_top, &top, want, memory_order_release,
+                                                  memory_order_relaxed))
+            return;
+    }
 }
 
-struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, int rank, uint64_t *result)
+struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *result)
 {
-    if (ctx->free_req >= ctx->nreqs)
-        nv_req_sweep(ctx);
-    if (ctx->free_req >= ctx->nreqs)
+    struct netvm_req *r = pop_free(ctx);
+    if (!r)
         return NULL;
-    struct netvm_req *r = &ctx->reqs[ctx->free_req];
-    ctx->free_req = r->next_free;
     atomic_fetch_add_explicit(&r->gen, 1, memory_order_relaxed);
-    atomic_store_explicit(&r->rank, rank, memory_order_relaxed);
+    r->peer = p;
+    atomic_store_explicit(&r->peer_id, nv_peer_id(p), memory_order_relaxed);
     r->status = NETVM_OK;
     r->result = result;
     r->issued_ns = nv_now_ns();
     atomic_store_explicit(&r->waiting, 0, memory_order_relaxed);
-    atomic_store_explicit(&r->detached, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->fin, 0, memory_order_relaxed);
+    r->then = NULL;
+    r->then_arg = NULL;
     r->ev_kinds = 0;
     r->ev_rseg = NULL;
-    atomic_fetch_add_explicit(&ctx->peers[rank].outstanding, 1, memory_order_relaxed);
+    atomic_store_explicit(&r->key, 0, memory_order_relaxed);
+    r->amres = NULL;
+    r->rbuf = NULL;
+    r->rcap = 0;
+    r->import = NULL;
+    if (!p->is_rank)
+        nv_peer_ref(p);
+    atomic_fetch_add_explicit(&p->outstanding, 1, memory_order_relaxed);
     atomic_store_explicit(&r->state, NV_REQ_PENDING, memory_order_release);
     return r;
 }
@@ -75,9 +98,12 @@ struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, int rank, uint64_t *result)
 void nv_req_free(struct netvm_req *r)
 {
     netvm_ctx_t *ctx = r->ctx;
+    struct nv_peer *p = r->peer;
+    r->peer = NULL;
     atomic_store_explicit(&r->state, NV_REQ_FREE, memory_order_relaxed);
-    r->next_free = ctx->free_req;
-    ctx->free_req = r->index;
+    push_free(ctx, r);
+    if (p && !p->is_rank)
+        nv_peer_put(p);
 }
 
 int nv_req_claim(struct netvm_req *r)
@@ -86,16 +112,18 @@ int nv_req_claim(struct netvm_req *r)
     return atomic_compare_exchange_strong(&r->state, &pending, NV_REQ_PENDING | NV_REQ_ANSWERING);
 }
 
-static int finish(struct netvm_req *r, netvm_status_t st, uint64_t result, int give_up);
-
-int nv_req_give_up(struct netvm_req *r, netvm_status_t st)
+/* The completer's part once the request is done: a request nobody holds
+ * posts its events or runs its continuation, and goes back to the pool. */
+static void run_then(struct netvm_req *r)
 {
-    return finish(r, st, 0, 1);
-}
-
-int nv_req_complete(struct netvm_req *r, netvm_status_t st, uint64_t result)
-{
-    return finish(r, st, result, 0);
+    int was = nv_in_handler;
+    nv_in_handler = 1;
+    if (r->ev_kinds)
+        nv_req_post_events(r);
+    if (r->then)
+        r->then(r->ctx, r->status, r->then_arg);
+    nv_in_handler = was;
+    nv_req_free(r);
 }
 
 static int finish(struct netvm_req *r, netvm_status_t st, uint64_t result, int give_up)
@@ -111,17 +139,39 @@ static int finish(struct netvm_req *r, netvm_status_t st, uint64_t result, int g
     r->status = st;
     if (r->result && st == NETVM_OK)
         *r->result = result;
-    if (atomic_load_explicit(&r->detached, memory_order_acquire)) {
-        /* its events leave before the request counts as done, so a flush
-         * that waited for it finds them queued */
-        nv_req_post_events(r);
-        atomic_fetch_add_explicit(&r->ctx->detached_done, 1, memory_order_relaxed);
-    }
-    atomic_fetch_sub_explicit(&r->ctx->peers[r->rank].outstanding, 1, memory_order_release);
+    atomic_fetch_sub_explicit(&r->peer->outstanding, 1, memory_order_release);
+    /* who finishes it is decided before it is seen done: a continuation set
+     * after this sees DONE and runs itself (nv_req_set_then) */
+    unsigned fin = atomic_fetch_or_explicit(&r->fin, NV_REQF_DONE, memory_order_acq_rel);
     atomic_store_explicit(&r->state, NV_REQ_DONE, memory_order_release);
+    if (fin & NV_REQF_THEN) {
+        run_then(r);
+        return 1;
+    }
     if (atomic_load_explicit(&r->waiting, memory_order_seq_cst))
         syscall(SYS_futex, &r->state, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
     return 1;
+}
+
+int nv_req_give_up(struct netvm_req *r, netvm_status_t st) { return finish(r, st, 0, 1); }
+int nv_req_complete(struct netvm_req *r, netvm_status_t st, uint64_t result) { return finish(r, st, result, 0); }
+
+void nv_req_set_then(struct netvm_req *r, netvm_req_fn fn, void *arg)
+{
+    r->then = fn;
+    r->then_arg = arg;
+    unsigned fin = atomic_fetch_or_explicit(&r->fin, NV_REQF_THEN, memory_order_acq_rel);
+    if (fin & NV_REQF_DONE) {
+        /* completed already: its completer may still be publishing DONE */
+        while (!nv_req_done(r))
+            ;
+        run_then(r);
+    }
+}
+
+void nv_req_detach(struct netvm_req *r)
+{
+    nv_req_set_then(r, NULL, NULL);
 }
 
 struct netvm_req *nv_req_lookup(netvm_ctx_t *ctx, uint32_t id)
@@ -142,10 +192,9 @@ netvm_status_t netvm_test(netvm_req_t **reqp, int *done)
         *done = 1;
         return NETVM_OK;
     }
-    netvm_ctx_t *ctx = r->ctx;
-    if (atomic_load_explicit(&r->state, memory_order_acquire) != NV_REQ_DONE) {
-        ctx->peers[r->rank].link->ops->poll(ctx->peers[r->rank].link, r->rank);
-        if (atomic_load_explicit(&r->state, memory_order_acquire) != NV_REQ_DONE) {
+    if (!nv_req_done(r)) {
+        nv_progress_pass(r->ctx);
+        if (!nv_req_done(r)) {
             *done = 0;
             return NETVM_OK;
         }
@@ -164,6 +213,8 @@ netvm_status_t netvm_wait(netvm_req_t **reqp)
     struct netvm_req *r = *reqp;
     if (!r)
         return NETVM_OK;
+    if (!nv_req_done(r) && nv_may_block() != NETVM_OK)
+        return NETVM_ERR_STATE;
     netvm_status_t st = nv_progress_wait_req(r->ctx, r);
     nv_req_free(r);
     *reqp = NULL;
@@ -181,4 +232,22 @@ netvm_status_t netvm_wait_all(netvm_req_t **reqs, size_t n)
             first = st;
     }
     return first;
+}
+
+netvm_status_t netvm_req_then(netvm_ctx_t *ctx, netvm_req_t **reqp, netvm_req_fn fn, void *arg)
+{
+    if (!ctx || !reqp || !fn)
+        return NETVM_ERR_INVAL;
+    struct netvm_req *r = *reqp;
+    *reqp = NULL;
+    if (!r) {
+        /* completed when issued (the issuing call returned its status) */
+        int was = nv_in_handler;
+        nv_in_handler = 1;
+        fn(ctx, NETVM_OK, arg);
+        nv_in_handler = was;
+        return NETVM_OK;
+    }
+    nv_req_set_then(r, fn, arg);
+    return NETVM_OK;
 }

@@ -2,7 +2,7 @@
  * descriptor before any byte moves (the link re-checks that the target still
  * publishes it); what the link cannot do natively, core emulates here, in one
  * place, with active messages the target executes. Links that answer later
- * (NV_LINK_CAP_ASYNC: tcp) get a request as the token of their operation.
+ * (without NV_LCAP_SYNC: tcp) get a request as the token of their operation.
  *
  * Every operation may carry notifications (netvm/events.h): the target's
  * (completer, responder) travel with it to the link as a note; this
@@ -10,8 +10,8 @@
  * here when the operation completes, or, for one that completes later, by
  * whoever completes its detached request. */
 #include "core/internal.h"
+#include "util/log.h"
 #include "util/time.h"
-#include "wire/am.h"
 
 #include <string.h>
 
@@ -35,32 +35,42 @@ static inline netvm_status_t check(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off
 
 static inline int is_async(const netvm_rseg_t *r)
 {
-    return (r->link->ops->caps & NV_LINK_CAP_ASYNC) != 0;
+    return (r->link->ops->caps.flags & NV_LCAP_SYNC) == 0;
 }
 
-netvm_status_t nv_reserve_req(netvm_ctx_t *ctx, int rank, uint64_t *result, struct netvm_req **out)
+struct credit_wait { netvm_ctx_t *ctx; struct nv_peer *p; };
+
+static int credit_free(void *arg)
 {
-    struct nv_peer *p = &ctx->peers[rank];
+    struct credit_wait *w = arg;
+    return atomic_load_explicit(&w->p->outstanding, memory_order_acquire) < w->ctx->credits ||
+           atomic_load(&w->p->dead);
+}
+
+netvm_status_t nv_reserve_req(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *result, struct netvm_req **out)
+{
     for (;;) {
         if (atomic_load(&p->dead))
             return NETVM_ERR_PEER;
         if (atomic_load_explicit(&p->outstanding, memory_order_acquire) < ctx->credits) {
-            struct netvm_req *r = nv_req_alloc(ctx, rank, result);
+            struct netvm_req *r = nv_req_alloc(ctx, p, result);
             if (r) {
                 *out = r;
                 return NETVM_OK;
             }
         }
-        /* complete the oldest request to this peer to free a credit */
-        for (uint32_t i = 0; i < ctx->nreqs; i++) {
-            struct netvm_req *r = &ctx->reqs[i];
-            if ((atomic_load(&r->state) & 0xff) == NV_REQ_PENDING && r->rank == rank) {
-                nv_progress_wait_req(ctx, r);
-                break;
-            }
+        /* a handler must not wait: it defers and tries again */
+        if (nv_in_handler)
+            return NETVM_ERR_AGAIN;
+        /* a request to this peer completes and frees a credit (or the pool
+         * has room again) */
+        struct credit_wait w = { ctx, p };
+        if (nv_progress_wait(ctx, credit_free, &w, ctx->timeout_ms, 1) != NETVM_OK &&
+            atomic_load(&p->outstanding) >= ctx->credits) {
+            nv_warn("peer %d: %u requests in flight did not complete within NETVM_TIMEOUT", nv_peer_id(p),
+                    atomic_load(&p->outstanding));
+            return NETVM_ERR_TIMEOUT;
         }
-        nv_req_sweep(ctx);
-        p->link->ops->poll(p->link, rank);
     }
 }
 
@@ -96,9 +106,10 @@ struct own_ev {
     uint64_t tag;
 };
 
-static void post_own(netvm_ctx_t *ctx, int rank, netvm_rseg_t *r, uint64_t off, uint64_t len,
+static void post_own(netvm_ctx_t *ctx, struct nv_peer *p, netvm_rseg_t *r, uint64_t off, uint64_t len,
                      unsigned kinds, uint64_t tag, netvm_status_t st)
 {
+    int rank = nv_peer_id(p);
     if ((kinds & NV_REQEV_RTRIP) && st == NETVM_OK && r)
         nv_rtrip_fire(ctx, r, off, len);
     if (kinds & NV_REQEV_COMPLETER && st == NETVM_OK) {
@@ -112,12 +123,12 @@ static void post_own(netvm_ctx_t *ctx, int rank, netvm_rseg_t *r, uint64_t off, 
         nv_evq_post_local(ctx, &e);
     }
     if ((kinds & NV_REQEV_ERROR) && st != NETVM_OK)
-        nv_peer_async_error(ctx, rank, st);
+        nv_peer_async_error(p, st);
 }
 
 void nv_req_post_events(struct netvm_req *q)
 {
-    post_own(q->ctx, q->rank, q->ev_rseg, q->ev_addr, q->ev_len, q->ev_kinds, q->ev_tag, q->status);
+    post_own(q->ctx, q->peer, q->ev_rseg, q->ev_addr, q->ev_len, q->ev_kinds, q->ev_tag, q->status);
 }
 
 /* Give q away with what it owes. */
@@ -152,13 +163,13 @@ static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, c
         /* complete at the target on return */
         netvm_status_t st = l->ops->put(l, &r->d, off, src, len, remote, NULL, 0, note);
         if (ev->kinds && st == NETVM_OK)   /* an error is returned, not also posted */
-            post_own(ctx, r->d.rank, r, off, len, ev->kinds, ev->tag, st);
+            post_own(ctx, r->peer, r, off, len, ev->kinds, ev->tag, st);
         return st;
     }
     if (!remote && !ev->kinds)
         return l->ops->put(l, &r->d, off, src, len, 0, NULL, 0, note);
     struct netvm_req *q;
-    netvm_status_t st = nv_reserve_req(ctx, r->d.rank, NULL, &q);
+    netvm_status_t st = nv_reserve_req(ctx, r->peer, NULL, &q);
     if (st != NETVM_OK)
         return st;
     if (!remote) {
@@ -168,7 +179,7 @@ static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, c
     }
     st = nv_finish_req(ctx, q, l->ops->put(l, &r->d, off, src, len, 1, q, nv_req_id(q), note));
     if (ev->kinds && st == NETVM_OK)
-        post_own(ctx, r->d.rank, r, off, len, ev->kinds, ev->tag, st);
+        post_own(ctx, r->peer, r, off, len, ev->kinds, ev->tag, st);
     return st;
 }
 
@@ -204,6 +215,8 @@ netvm_status_t netvm_put(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
 {
     if (flags & ~(unsigned)NETVM_F_UNORDERED)
         return NETVM_ERR_INVAL;
+    if (nv_in_handler && dst && is_async(dst))
+        return NETVM_ERR_STATE;   /* it would wait for the target: use netvm_put_nb */
     return nv_put(ctx, dst, off, src, len, flags, 1, 0);
 }
 
@@ -250,14 +263,14 @@ netvm_status_t nv_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off
     if (!is_async(src)) {
         st = l->ops->get(l, &src->d, off, dst, len, NULL, 0, np);
         if (ev.kinds && st == NETVM_OK)
-            post_own(ctx, src->d.rank, src, off, len, ev.kinds, tag, st);
+            post_own(ctx, src->peer, src, off, len, ev.kinds, tag, st);
         return st;
     }
     uint8_t *p = dst;
     while (len > MAX_PIECE) {
         /* all but the last piece are waited for here */
         struct netvm_req *q;
-        st = nv_reserve_req(ctx, src->d.rank, NULL, &q);
+        st = nv_reserve_req(ctx, src->peer, NULL, &q);
         if (st == NETVM_OK)
             st = nv_finish_req(ctx, q, l->ops->get(l, &src->d, off, p, MAX_PIECE, q, nv_req_id(q), NULL));
         if (st != NETVM_OK)
@@ -267,7 +280,7 @@ netvm_status_t nv_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off
         len -= MAX_PIECE;
     }
     struct netvm_req *q;
-    st = nv_reserve_req(ctx, src->d.rank, NULL, &q);
+    st = nv_reserve_req(ctx, src->peer, NULL, &q);
     if (st != NETVM_OK)
         return st;
     if (ev.kinds) {
@@ -291,6 +304,8 @@ netvm_status_t netvm_get_nb(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size
 netvm_status_t netvm_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,
                          size_t len, unsigned flags)
 {
+    if (nv_in_handler && src && is_async(src))
+        return NETVM_ERR_STATE;   /* it would wait for the target: use netvm_get_nb */
     if (src && !is_async(src)) {
         /* the direct path, without a request */
         if (flags & ~(unsigned)NETVM_F_UNORDERED)
@@ -330,26 +345,22 @@ netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_at
         if (st == NETVM_OK && result)
             *result = old;
         if (ev.kinds && st == NETVM_OK)
-            post_own(ctx, r->d.rank, r, off, 8, ev.kinds, tag, st);
+            post_own(ctx, r->peer, r, off, 8, ev.kinds, tag, st);
         return st;
     }
     /* the emulation: an active message the target's progress engine runs */
     struct netvm_req *q;
-    st = nv_reserve_req(ctx, r->d.rank, result, &q);
+    st = nv_reserve_req(ctx, r->peer, result, &q);
     if (st != NETVM_OK)
         return st;
-    struct nv_am m = { .kind = NV_AM_ATOMIC, .op = (uint8_t)op, .src_rank = ctx->rank,
-                       .req_id = nv_req_id(q), .slot = r->d.slot, .key = r->d.key,
-                       .off = off, .operand = operand, .compare = compare,
-                       .flags = note.flags ? NV_AM_F_NOTIFY : 0, .tag = tag };
-    uint8_t buf[NV_AM_SIZE];
-    nv_am_encode(&m, buf);
+    uint64_t a[6] = { (uint64_t)r->d.slot | (uint64_t)op << 32 | (uint64_t)(note.flags ? 1 : 0) << 40,
+                      r->d.key, off, operand, compare, tag };
     if (ev.kinds)
         detach(q, r, off, 8, &ev);
-    st = r->link->ops->am_send(r->link, r->d.rank, buf, 0);
+    st = nv_am_call(ctx, r->peer, q, NV_AMH_ATOMIC, a, 6, NULL, 0);
     if (ev.kinds)
-        return launched(q, st == NETVM_OK ? NV_LINK_PENDING : st);
-    if (st != NETVM_OK) {
+        return launched(q, st);
+    if (st != NV_LINK_PENDING) {
         nv_req_complete(q, st, 0);
         nv_req_free(q);
         return st;
@@ -371,6 +382,8 @@ netvm_status_t netvm_atomic_nb(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off,
 netvm_status_t netvm_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_atomic_op_t op,
                             uint64_t operand, uint64_t compare, uint64_t *result)
 {
+    if (nv_in_handler && r && !(r->d.flags & NV_RDESC_ATOMIC))
+        return NETVM_ERR_STATE;   /* the target runs it: use netvm_atomic_nb */
     netvm_req_t *q;
     netvm_status_t st = netvm_atomic_nb(ctx, r, off, op, operand, compare, result, &q);
     if (st != NETVM_OK || !q)
@@ -380,42 +393,61 @@ netvm_status_t netvm_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm
 
 /* --- completion ------------------------------------------------------------------ */
 
+/* One peer's part of a fence or flush. */
+static netvm_status_t drain_peer(netvm_ctx_t *ctx, struct nv_peer *p, int remote, int all)
+{
+    struct nv_link *l = p->lp.link;
+    netvm_status_t s = NETVM_OK;
+    if (atomic_load(&p->dead) || !l) {
+        s = all ? NETVM_OK : NETVM_ERR_PEER;   /* a dead peer does not fail a flush of everyone */
+    } else if (l->ops->caps.flags & NV_LCAP_SYNC) {
+        s = l->ops->flush(l, &p->lp, NULL, 0);
+    } else if (remote) {
+        struct netvm_req *q;
+        s = nv_reserve_req(ctx, p, NULL, &q);
+        if (s == NETVM_OK)
+            s = nv_finish_req(ctx, q, l->ops->flush(l, &p->lp, q, nv_req_id(q)));
+        if (s == NETVM_ERR_PEER && all)
+            s = NETVM_OK;
+    }
+    /* a nonblocking operation's failure that only its target saw */
+    int async = atomic_exchange(&p->async_err, NETVM_OK);
+    if (s == NETVM_OK && remote && async != NETVM_OK)
+        s = (netvm_status_t)async;
+    return s;
+}
+
 /* remote: also wait for the links' own remote completion (flush); else only
  * for the requests targets execute (fence: each link keeps issue order) */
-static netvm_status_t drain(netvm_ctx_t *ctx, int rank, int remote)
+static netvm_status_t drain(netvm_ctx_t *ctx, int peer, int remote)
 {
     if (!ctx)
         return NETVM_ERR_INVAL;
-    if (rank >= ctx->size)
-        return NETVM_ERR_RANK;
-    nv_progress_wait_idle(ctx, rank);
-    int lo = rank < 0 ? 0 : rank, hi = rank < 0 ? ctx->size : rank + 1;
-    netvm_status_t st = NETVM_OK;
-    for (int p = lo; p < hi; p++) {
-        struct nv_link *l = ctx->peers[p].link;
-        netvm_status_t s = NETVM_OK;
-        if (atomic_load(&ctx->peers[p].dead)) {
-            s = rank >= 0 ? NETVM_ERR_PEER : NETVM_OK;
-        } else if (!(l->ops->caps & NV_LINK_CAP_ASYNC)) {
-            s = l->ops->flush(l, p, NULL, 0);
-        } else if (remote) {
-            struct netvm_req *q;
-            s = nv_reserve_req(ctx, p, NULL, &q);
-            if (s == NETVM_OK)
-                s = nv_finish_req(ctx, q, l->ops->flush(l, p, q, nv_req_id(q)));
-            if (s == NETVM_ERR_PEER && rank < 0)
-                s = NETVM_OK;   /* a dead peer does not fail a flush of everyone */
-        }
-        /* a nonblocking operation's failure that only its target saw */
-        int async = atomic_exchange(&ctx->peers[p].async_err, NETVM_OK);
-        if (s == NETVM_OK && remote && async != NETVM_OK)
-            s = (netvm_status_t)async;
+    netvm_status_t st = nv_may_block();
+    if (st != NETVM_OK)
+        return st;
+    if (peer >= 0) {
+        struct nv_peer *p;
+        if ((st = nv_peer_get(ctx, peer, &p)) != NETVM_OK)
+            return st;
+        nv_progress_wait_idle(ctx, p);
+        st = drain_peer(ctx, p, remote, 0);
+        nv_peer_put(p);
+        return st;
+    }
+    nv_progress_wait_idle(ctx, NULL);
+    uint32_t high = __atomic_load_n(&ctx->peer_high, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < high; i++) {
+        struct nv_peer *slot = nv_peer_slot(ctx, i), *p;
+        if (!slot || nv_peer_get(ctx, __atomic_load_n(&slot->lp.id, __ATOMIC_ACQUIRE), &p) != NETVM_OK)
+            continue;
+        netvm_status_t s = drain_peer(ctx, p, remote, 1);
+        nv_peer_put(p);
         if (s != NETVM_OK && st == NETVM_OK)
             st = s;
     }
-    nv_req_sweep(ctx);
     return st;
 }
 
-netvm_status_t netvm_fence(netvm_ctx_t *ctx, int rank) { return drain(ctx, rank, 0); }
-netvm_status_t netvm_flush(netvm_ctx_t *ctx, int rank) { return drain(ctx, rank, 1); }
+netvm_status_t netvm_fence(netvm_ctx_t *ctx, int peer) { return drain(ctx, peer, 0); }
+netvm_status_t netvm_flush(netvm_ctx_t *ctx, int peer) { return drain(ctx, peer, 1); }

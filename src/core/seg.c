@@ -22,11 +22,11 @@ static struct netvm_seg *find_by_name(netvm_ctx_t *ctx, const char *name)
     return NULL;
 }
 
-/* A peer imports over a link whose target answers imports (tcp). */
-netvm_status_t nv_lookup_upcall(void *arg, const char *name, uint32_t slot, uint64_t key,
-                                struct nv_seg_desc *out)
+/* A peer imports over a link whose target answers imports (tcp): core's
+ * import handler asks here. */
+netvm_status_t nv_lookup_segment(netvm_ctx_t *ctx, const char *name, uint32_t slot, uint64_t key,
+                                 struct nv_seg_desc *out)
 {
-    netvm_ctx_t *ctx = arg;
     netvm_status_t st = NETVM_OK;
     pthread_mutex_lock(&ctx->seg_lock);
     struct netvm_seg *s = NULL;
@@ -184,7 +184,7 @@ netvm_status_t netvm_seg_handle(const netvm_seg_t *s, netvm_seg_handle_t *h)
 {
     if (!s || !h)
         return NETVM_ERR_INVAL;
-    h->rank = s->ctx->rank;
+    h->rank = s->ctx->rank;   /* a connected peer imports it with netvm_import_handle_peer */
     h->slot = s->slot;
     h->key = s->key;
     return NETVM_OK;

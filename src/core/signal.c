@@ -8,14 +8,14 @@
  * it. */
 #include "core/internal.h"
 #include "util/time.h"
-#include "wire/am.h"
+#include <string.h>
 
 static netvm_status_t check_signal(netvm_ctx_t *ctx, netvm_rseg_t *dst, netvm_rseg_t *sig, size_t sig_off,
                                    netvm_signal_op_t op)
 {
     if (!ctx || !dst || !sig || sig->ctx != ctx || (unsigned)op > NETVM_SIGNAL_ADD)
         return NETVM_ERR_INVAL;
-    if (sig->d.rank != dst->d.rank)
+    if (sig->peer != dst->peer)
         return NETVM_ERR_INVAL;   /* ordering holds per target only */
     if (!nv_range_ok(sig_off, 8, sig->d.len))
         return NETVM_ERR_BOUNDS;
@@ -25,11 +25,26 @@ static netvm_status_t check_signal(netvm_ctx_t *ctx, netvm_rseg_t *dst, netvm_rs
     return (sig->d.rights & need) == need ? NETVM_OK : NETVM_ERR_RIGHTS;
 }
 
+/* The word's operation for the target (am_core.c): args[0] = slot | op << 32 |
+ * mode << 40 (mode 2: answer only a failure), key, offset, value, tag. */
+static void signal_args(const netvm_rseg_t *sig, size_t off, uint64_t value, netvm_signal_op_t op, unsigned mode,
+                        struct nv_am_hdr *h)
+{
+    h->handler = NV_AMH_SIGNAL;
+    h->nargs = 5;
+    h->args[0] = (uint64_t)sig->d.slot | (uint64_t)op << 32 | (uint64_t)mode << 40;
+    h->args[1] = sig->d.key;
+    h->args[2] = off;
+    h->args[3] = value;
+    h->args[4] = 0;
+}
+
 static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, uint64_t value,
                              netvm_signal_op_t op, int remote)
 {
     struct nv_link *l = sig->link;
-    if ((sig->d.flags & NV_RDESC_MAPPED) && !(l->ops->caps & NV_LINK_CAP_ASYNC)) {
+    int sync = (l->ops->caps.flags & NV_LCAP_SYNC) != 0;
+    if ((sig->d.flags & NV_RDESC_MAPPED) && sync) {
         /* the initiator's own store or CPU atomic, after the data's */
         netvm_status_t st;
         if (op == NETVM_SIGNAL_SET) {
@@ -42,27 +57,20 @@ static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, ui
             nv_rtrip_fire(ctx, sig, off, 8);
         return st;
     }
-    struct nv_am m = { .kind = NV_AM_SIGNAL, .op = (uint8_t)op, .src_rank = ctx->rank, .slot = sig->d.slot,
-                       .key = sig->d.key, .off = off, .operand = value };
-    uint8_t buf[NV_AM_SIZE];
-    if (!remote && (l->ops->caps & NV_LINK_CAP_ASYNC) && !nv_rtrip_any(sig)) {
+    struct nv_am_hdr h;
+    memset(&h, 0, sizeof h);
+    if (!remote && !sync && !nv_rtrip_any(sig)) {
         /* nobody waits and no event follows: the target answers only a
          * failure, which reaches us before the answer to our next flush
          * (the same ordered stream), so success costs the target no send */
-        m.flags = NV_AM_F_REPLY_ERR;
-        nv_am_encode(&m, buf);
-        netvm_status_t st = l->ops->am_send(l, sig->d.rank, buf, 0);
-        if (st == NETVM_OK)
-            l->ops->poll(l, sig->d.rank);   /* gathered frames leave now */
-        return st;
+        signal_args(sig, off, value, op, 2, &h);
+        return nv_am_send(ctx, sig->peer, &h, NULL, NULL, NV_AMS_NOW);
     }
     struct netvm_req *q;
-    netvm_status_t st = nv_reserve_req(ctx, sig->d.rank, NULL, &q);
+    netvm_status_t st = nv_reserve_req(ctx, sig->peer, NULL, &q);
     if (st != NETVM_OK)
         return st;
-    m.flags = NV_AM_F_REPLY;
-    m.req_id = nv_req_id(q);
-    nv_am_encode(&m, buf);
+    signal_args(sig, off, value, op, 0, &h);
     if (!remote) {
         /* nobody waits: a failure at the target goes to the next flush */
         q->ev_kinds = NV_REQEV_ERROR | (nv_rtrip_any(sig) ? NV_REQEV_RTRIP : 0);
@@ -70,15 +78,15 @@ static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, ui
         q->ev_addr = off;
         q->ev_len = 8;
         nv_req_detach(q);
-        st = l->ops->am_send(l, sig->d.rank, buf, 0);
-        if (st != NETVM_OK)
+        st = nv_am_call(ctx, sig->peer, q, NV_AMH_SIGNAL, h.args, h.nargs, NULL, 0);
+        if (st != NV_LINK_PENDING) {
+            q->ev_kinds = 0;
             nv_req_complete(q, st, 0);
-        else if (l->ops->caps & NV_LINK_CAP_ASYNC)
-            l->ops->poll(l, sig->d.rank);   /* gathered frames leave now */
-        return st;
+            return st;
+        }
+        return NETVM_OK;
     }
-    st = l->ops->am_send(l, sig->d.rank, buf, 0);
-    st = nv_finish_req(ctx, q, st == NETVM_OK ? NV_LINK_PENDING : st);
+    st = nv_finish_req(ctx, q, nv_am_call(ctx, sig->peer, q, NV_AMH_SIGNAL, h.args, h.nargs, NULL, 0));
     if (st == NETVM_OK && nv_rtrip_any(sig))
         nv_rtrip_fire(ctx, sig, off, 8);
     return st;
@@ -184,11 +192,10 @@ netvm_status_t netvm_wait_until(netvm_ctx_t *ctx, const uint64_t *addr, netvm_cm
         uint64_t slice = ctx->have_thread ? 100000000ull : 1000000ull;
         if (deadline - now < slice)
             slice = deadline - now;
-        for (int i = 0; i < ctx->nlinks; i++)
-            ctx->links[i]->ops->reply_wait_enter(ctx->links[i]);
+        /* the write that wakes us may need the progress engine (tcp): it
+         * must not be left with this thread, which sleeps on the word */
+        nv_progress_release(ctx);
         nv_ep_wake_wait(&ctx->ep, seq, slice);
-        for (int i = 0; i < ctx->nlinks; i++)
-            ctx->links[i]->ops->reply_wait_leave(ctx->links[i]);
         if (!ctx->have_thread)
             netvm_progress(ctx);
     }

@@ -189,7 +189,7 @@ static int rtrip_hit(void *arg, uint64_t data, uint64_t start, uint64_t end)
     if ((tw->flags & NETVM_TRIP_ONCE) && atomic_exchange(&tw->spent, 1))
         return 0;
     struct nv_ep_rec rec = { .type = NETVM_EV_REMOTE_TRIPWIRE, .access = NETVM_TRIP_WRITE,
-                             .rank = f->r->d.rank, .id = id, .gen = gen, .value = tw->user,
+                             .rank = nv_peer_id(f->r->peer), .id = id, .gen = gen, .value = tw->user,
                              .addr = f->off, .len = f->len };
     nv_evq_post_local(f->ctx, &rec);
     return 0;

@@ -1,12 +1,18 @@
 /* The link contract. A link moves bytes between this process and its peers;
- * core chooses one per peer at connect time and calls it through this table,
- * never through a switch on the link kind.
+ * core chooses one per peer when the peer connects and calls it through
+ * this table, never through a switch on the link kind.
  *
- * What a link does natively is described per imported segment: put and get
- * are always native (one-sided, the target's CPU is not involved), atomics are
- * native only where the rdesc says so (NV_RDESC_ATOMIC). Everything else core
- * emulates in one place with active messages (am_send) that the target's
- * progress engine executes.
+ * A link declares what it does natively (struct nv_link_caps: ordering,
+ * whether put and get need the target's CPU, remote completion, atomics,
+ * notifications, message sizes, whether memory must be registered); core
+ * emulates what a link lacks, in one place (core/rma.c, core/notify.c,
+ * core/am_core.c), with active messages that the target's progress engine
+ * executes.
+ *
+ * Peers: core keeps one struct nv_lpeer per peer (embedded in its own peer)
+ * and passes it to every operation; `conn` is the link's state for that
+ * peer. A peer is created when it connects and released (peer_free) only
+ * once nothing refers to it any more.
  *
  * Revocation: a target publishes each exported segment with seg_publish and
  * withdraws it with seg_revoke then seg_fence; once seg_fence returns no
@@ -16,10 +22,38 @@
 #define NV_LINK_LINK_H
 
 #include <netvm/netvm.h>
+#include "wire/am.h"
+
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct nv_link;
+
+/* What a link does natively. */
+enum {
+    NV_LCAP_ORDERED      = 1u << 0,  /* operations to one peer take effect in issue order */
+    NV_LCAP_ONESIDED     = 1u << 1,  /* put and get complete without the target's CPU; else the
+                                        target's progress engine executes them */
+    NV_LCAP_SYNC         = 1u << 2,  /* put, get and import complete before they return (local and
+                                        remote completion are one moment); else they may answer
+                                        later (NV_LINK_PENDING, core passes a request) */
+    NV_LCAP_ATOMIC       = 1u << 3,  /* native atomics on segments whose rdesc has NV_RDESC_ATOMIC */
+    NV_LCAP_NOTIFY       = 1u << 4,  /* delivers notifications and counter increments straight into
+                                        the peer's endpoint block (ops->notify) */
+    NV_LCAP_IMPORT       = 1u << 5,  /* reads the peer's segment table itself (ops->import); else
+                                        core asks the target with an active message */
+    NV_LCAP_REGISTER     = 1u << 6,  /* memory must be registered (ops->mem_reg) before the link
+                                        touches it */
+    NV_LCAP_MAPPED       = 1u << 7,  /* may map a peer's segments (netvm_ptr) */
+};
+
+struct nv_link_caps {
+    unsigned flags;        /* NV_LCAP_* */
+    uint64_t max_xfer;     /* largest single put or get; core splits larger ones */
+    uint64_t am_eager;     /* largest active-message payload sent with its header; larger
+                              payloads move by rendezvous (zero-copy) */
+};
 
 /* Notifications an operation asks of the target (EXTOLL's completer and
  * responder; the requester's is core's own business). */
@@ -48,9 +82,18 @@ enum {
     NV_RDESC_ATOMIC = 1u << 1,  /* the link runs atomics natively on this segment */
 };
 
+/* A link's view of one peer, embedded in core's. */
+struct nv_lpeer {
+    int             id;       /* the peer id in this context */
+    uint32_t        remote_id;/* this process's peer id in the peer's table */
+    struct nv_link *link;
+    void           *conn;     /* the link's state for this peer */
+    _Atomic int     down;     /* the link saw the peer leave or die */
+};
+
 /* What an initiator caches about an imported segment. */
 struct nv_rdesc {
-    int       rank;
+    struct nv_lpeer *peer;
     uint32_t  slot;
     uint64_t  key;
     uint64_t  addr;
@@ -62,20 +105,31 @@ struct nv_rdesc {
 };
 
 /* A link operation that completes later returns NV_LINK_PENDING and then
- * calls up.complete(token) exactly once. Core's request ids (below
- * NV_LINK_MAX_PENDING in their low 16 bits) name such operations on the wire. */
+ * calls up.complete(token) exactly once. Core's request ids name such
+ * operations on the wire. */
 #define NV_LINK_PENDING     ((netvm_status_t)0x1000)
-#define NV_LINK_MAX_PENDING 4096
+
+/* An arriving active message, as the link hands it to core. */
+struct nv_am_rx {
+    struct nv_lpeer   *from;
+    struct nv_am_hdr   h;
+    const uint8_t     *payload;  /* the whole payload, valid during the upcall; NULL when it is
+                                    not here yet (core then says where it goes: dst) */
+    void              *dst;      /* set by core: where a payload that is not here must land
+                                    (NULL: the link discards it); at least h.len bytes */
+    void              *cookie;   /* core's, for am_end */
+};
 
 /* Calls from a link up into core, so core never needs to know link internals. */
 struct nv_link_upcalls {
     void *arg;
-    /* an active message arrived from src_rank (NV_AM_SIZE bytes); src_rank
-     * is -1 where the link cannot vouch for the sender (core then trusts the
-     * message's own field) */
-    void (*am)(void *arg, int src_rank, const uint8_t *msg, size_t len);
-    /* the peer died or became unreachable */
-    void (*peer_down)(void *arg, int rank);
+    /* An active message arrived. With payload != NULL it is complete; else
+     * core sets rx->dst and the link calls am_end once the payload landed
+     * (or could not: st). */
+    void (*am)(void *arg, struct nv_am_rx *rx);
+    void (*am_end)(void *arg, struct nv_am_rx *rx, netvm_status_t st);
+    /* the peer died, left (graceful) or became unreachable */
+    void (*peer_down)(void *arg, struct nv_lpeer *p, int graceful);
     /* a pending operation finished */
     void (*complete)(void *arg, void *token, netvm_status_t st);
     /* the answer to a pending operation begins to arrive: 1 if it still
@@ -86,19 +140,36 @@ struct nv_link_upcalls {
      * against this process's ATU and translate it */
     netvm_status_t (*translate)(void *arg, uint32_t slot, uint64_t key, uint64_t off,
                                 uint64_t len, unsigned need, uint64_t *addr);
-    /* target side: describe an exported segment, by name or by (slot, key) */
-    netvm_status_t (*lookup)(void *arg, const char *name, uint32_t slot, uint64_t key,
-                             struct nv_seg_desc *out);
+    /* a link that cannot tell a message's sender from where it arrived
+     * (shm: one ring for all) names it by the sender's peer id here: a
+     * reference to it, or NULL if no such peer */
+    struct nv_lpeer *(*peer_ref)(void *arg, uint32_t id);
+    void             (*peer_unref)(void *arg, struct nv_lpeer *lp);
+    /* the tcp handshake (link/tcp/tcp.h describes them) */
+    const void *hs;
 };
 
-/* The first member of every object a link registers with the progress
- * thread's epoll set, so the thread knows whose event it is. */
+/* The first member of every object a link registers in core's epoll set,
+ * so whoever waits on it knows whose event it is. */
 struct nv_link_ev {
     struct nv_link *link;
 };
 
+enum {
+    NV_AMS_REPLY = 1u << 0,   /* a reply or other answer: never block, queue if need be */
+    NV_AMS_NOW   = 1u << 1,   /* leave now, not gathered with later frames */
+    NV_AMS_COPY  = 1u << 2,   /* the payload is not referenced after the call returns (the link
+                                 copies what it cannot send at once); no token needed */
+};
+
 struct nv_link_ops {
-    const char *name;
+    const char          *name;
+    struct nv_link_caps  caps;
+
+    /* registration: memory a link touches must be registered first where
+     * caps say NV_LCAP_REGISTER (RDMA); NULL for links that need nothing */
+    netvm_status_t (*mem_reg)(struct nv_link *l, void *addr, size_t len, unsigned rights, void **mr);
+    void           (*mem_dereg)(struct nv_link *l, void *mr);
 
     /* exporter side. Revocation is two steps, so that no initiator can see
      * a segment revoked on one path and live on another: core calls every
@@ -109,24 +180,27 @@ struct nv_link_ops {
     void           (*seg_revoke)(struct nv_link *l, uint32_t slot);
     void           (*seg_fence)(struct nv_link *l, uint32_t slot);
 
-    /* what the link needs from core for put, get and import (NV_LINK_CAP_*) */
-    unsigned caps;
+    /* peers: say goodbye (graceful) or just stop; then, once core holds no
+     * reference any more, release everything kept for the peer */
+    void (*peer_close)(struct nv_link *l, struct nv_lpeer *p, int graceful);
+    void (*peer_free)(struct nv_link *l, struct nv_lpeer *p);
+    /* 1 if the peer is known dead (may look: a pidfd, a socket state) */
+    int  (*peer_dead)(struct nv_link *l, struct nv_lpeer *p);
 
-    /* initiator side; name == NULL imports by (slot, key). With
-     * NV_LINK_CAP_ASYNC the result may come later (token, id) */
-    netvm_status_t (*import)(struct nv_link *l, int rank, const char *name,
-                             uint32_t slot, uint64_t key, struct nv_rdesc *out,
-                             void *token, uint32_t id);
+    /* initiator side (NV_LCAP_IMPORT); name == NULL imports by (slot, key) */
+    netvm_status_t (*import)(struct nv_link *l, struct nv_lpeer *p, const char *name,
+                             uint32_t slot, uint64_t key, struct nv_rdesc *out);
+    /* d was filled by core from the target's answer: take it into use */
+    netvm_status_t (*import_done)(struct nv_link *l, struct nv_rdesc *d);
     void           (*release)(struct nv_link *l, struct nv_rdesc *d);
 
     /* one-sided data movement; bounds and rights are already checked by core
      * against the cached descriptor; the link checks the target still
-     * publishes it (revocation) */
-    /* remote != 0: complete at remote completion (may be pending: token,
-     * id); remote == 0: return at local completion (src reusable), the data
-     * becoming visible by the next flush */
-    /* Every access fires the target's tripwires it touches, after its data
-     * is visible there; note (may be NULL) asks for notifications too. */
+     * publishes it (revocation). remote != 0: complete at remote completion
+     * (may be pending: token, id); remote == 0: return at local completion
+     * (src reusable), the data becoming visible by the next flush. Every
+     * access fires the target's tripwires it touches, after its data is
+     * visible there; note (may be NULL) asks for notifications too. */
     netvm_status_t (*put)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
                           const void *src, size_t len, int remote, void *token, uint32_t id,
                           const struct nv_note *note);
@@ -136,65 +210,56 @@ struct nv_link_ops {
     netvm_status_t (*atomic)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
                              netvm_atomic_op_t op, uint64_t operand, uint64_t compare,
                              uint64_t *result, const struct nv_note *note);
-    /* Deliver straight into rank's endpoint block, after everything issued
-     * to rank before: a notification put (NETVM_EV_NOTIFY, value) or a
-     * counter increment (NV_EP_COUNTER, id = counter, value = n). NULL for
-     * links that cannot; core then sends an active message. */
-    netvm_status_t (*notify)(struct nv_link *l, int rank, unsigned kind, uint32_t id, uint64_t value);
+    /* NV_LCAP_NOTIFY: deliver straight into p's endpoint block, after
+     * everything issued to p before: a notification put (NETVM_EV_NOTIFY,
+     * value) or a counter increment (NV_EP_COUNTER, id = counter, value = n) */
+    netvm_status_t (*notify)(struct nv_link *l, struct nv_lpeer *p, unsigned kind, uint32_t id, uint64_t value);
 
-    /* deliver an NV_AM_SIZE-byte active message to rank's progress engine;
-     * with NV_AM_SEND_REPLY the receiver is woken only if a thread of it
-     * sleeps waiting for replies (a reply is otherwise picked up by the
-     * thread that polls for it) */
-    netvm_status_t (*am_send)(struct nv_link *l, int rank, const uint8_t *msg, unsigned flags);
+    /* An active message: hdr (encoded, hlen bytes) and its payload. A
+     * payload longer than caps.am_eager moves by rendezvous: the call
+     * returns NV_LINK_PENDING and completes token (id) once the receiver
+     * has it, src reusable then (with NV_AMS_COPY: returns NETVM_OK, the
+     * link keeps a copy); otherwise it returns at local completion.
+     * NV_AMS_REPLY: called from inside the receive path (a handler, an
+     * answer): never blocks. */
+    netvm_status_t (*am_send)(struct nv_link *l, struct nv_lpeer *p, const uint8_t *hdr, size_t hlen,
+                              const void *payload, size_t plen, unsigned flags, void *token, uint32_t id);
 
-    /* run upcalls for everything that arrived (from rank first, if >= 0);
-     * returns how many */
-    int  (*poll)(struct nv_link *l, int rank);
+    /* remote completion of every put issued to p before it (may be
+     * pending: token, id) */
+    netvm_status_t (*flush)(struct nv_link *l, struct nv_lpeer *p, void *token, uint32_t id);
+
+    /* progress. poll: take in what arrived (from p only, if not NULL) and
+     * run the upcalls; returns how many messages. The link's fds are in
+     * core's epoll set (nv_link.pfd); ev: one of them is ready. */
+    int  (*poll)(struct nv_link *l, struct nv_lpeer *p);
+    void (*epoll_event)(struct nv_link *l, void *token, unsigned events);
     /* a thread is about to spin on poll() (so peers need not wake anyone),
      * and has stopped */
     void (*poll_enter)(struct nv_link *l);
     void (*poll_leave)(struct nv_link *l);
-    /* the progress thread: add the link's fds to epfd (data.ptr = token),
-     * handle a ready token, and arm/disarm wake-ups around epoll_wait */
-    netvm_status_t (*epoll_add)(struct nv_link *l, int epfd);
-    void (*epoll_event)(struct nv_link *l, void *token);
-    /* returns 0 if the caller may sleep; nonzero if work arrived meanwhile */
+    /* about to sleep on the epoll set: returns nonzero if work arrived
+     * meanwhile (then do not sleep); sleep_done after */
     int  (*sleep_prepare)(struct nv_link *l);
     void (*sleep_done)(struct nv_link *l);
-    /* how long the progress thread may sleep (ms, -1: until an event), and
-     * what it does each time it wakes (for links that stop waking it while
-     * the application polls, and must resume when it stops) */
-    int  (*sleep_limit_ms)(struct nv_link *l);
-    void (*tick)(struct nv_link *l);
-    /* an application thread is about to sleep until a reply completes its
-     * request (replies must wake the progress thread now), and has woken;
-     * reply_wait_enter returns nonzero if messages already wait (poll first) */
-    int  (*reply_wait_enter)(struct nv_link *l);
-    void (*reply_wait_leave)(struct nv_link *l);
-
-    /* remote completion of every put issued to rank before it (may be
-     * pending: token, id) */
-    netvm_status_t (*flush)(struct nv_link *l, int rank, void *token, uint32_t id);
-    /* 1 if rank is known dead */
-    int  (*peer_dead)(struct nv_link *l, int rank);
+    /* send what waits to be sent (gathered frames, answers held back so
+     * that they could ride on the next frame); all: also what an
+     * application thread would otherwise send with its next call */
+    void (*flush_tx)(struct nv_link *l, int all);
+    /* run what is due at now (deadlines); the next time (ns, monotonic)
+     * the link wants this call, or UINT64_MAX */
+    uint64_t (*timer)(struct nv_link *l, uint64_t now);
+    /* nonzero while the link has connections whose arrivals only the epoll
+     * set reports (a thread that waits must look at it); NULL: never */
+    int      (*active)(struct nv_link *l);
 
     void (*destroy)(struct nv_link *l);
-};
-
-enum { NV_AM_SEND_REPLY = 1u << 0 };
-
-enum {
-    /* put with remote completion, get, import and flush may return
-     * NV_LINK_PENDING: core must pass a request as their token */
-    NV_LINK_CAP_ASYNC = 1u << 0,
 };
 
 struct nv_link {
     const struct nv_link_ops *ops;
     struct nv_link_upcalls    up;
-    int                       rank;
-    int                       size;
+    int                       pfd;    /* core's epoll set the link adds its fds to */
 };
 
 #endif

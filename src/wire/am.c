@@ -1,50 +1,75 @@
 #include "wire/am.h"
 #include "wire/endian.h"
 
+#include <netvm/netvm.h>
 #include <string.h>
 
-/* layout: version u8 | kind u8 | op u8 | flags u8 | status u16 | pad u16 |
- *         src_rank i32 | req_id u32 | slot u32 | pad u32 |
- *         key u64 | off u64 | operand u64 | compare u64 | tag u64 */
-void nv_am_encode(const struct nv_am *m, uint8_t out[NV_AM_SIZE])
+size_t nv_am_hdr_len(const struct nv_am_hdr *h)
 {
-    memset(out, 0, NV_AM_SIZE);
-    out[0] = NV_AM_VERSION;
-    out[1] = m->kind;
-    out[2] = m->op;
-    out[3] = m->flags;
-    nv_put16(out + 4, m->status);
-    nv_put32(out + 8, (uint32_t)m->src_rank);
-    nv_put32(out + 12, m->req_id);
-    nv_put32(out + 16, m->slot);
-    nv_put64(out + 24, m->key);
-    nv_put64(out + 32, m->off);
-    nv_put64(out + 40, m->operand);
-    nv_put64(out + 48, m->compare);
-    nv_put64(out + 56, m->tag);
+    size_t n = NV_AMW_FIXED + 8u * h->nargs;
+    if (h->flags & (NV_AMW_F_TOKEN | NV_AMW_F_REPLY))
+        n += NV_AMW_TOKEN_LEN;
+    return n;
 }
 
-int nv_am_decode(const uint8_t *buf, size_t len, struct nv_am *m)
+size_t nv_am_hdr_encode(const struct nv_am_hdr *h, uint8_t *out)
 {
-    if (len < NV_AM_SIZE || buf[0] != NV_AM_VERSION)
-        return -1;
-    m->kind = buf[1];
-    if (m->kind == 0 || m->kind >= NV_AM_KIND_MAX)
-        return -1;
-    m->op = buf[2];
-    m->flags = buf[3];
-    if (m->flags & ~(unsigned)NV_AM_F_ALL)
-        return -1;
-    m->status = nv_get16(buf + 4);
-    m->src_rank = (int32_t)nv_get32(buf + 8);
-    m->req_id = nv_get32(buf + 12);
-    m->slot = nv_get32(buf + 16);
-    m->key = nv_get64(buf + 24);
-    m->off = nv_get64(buf + 32);
-    m->operand = nv_get64(buf + 40);
-    m->compare = nv_get64(buf + 48);
-    m->tag = nv_get64(buf + 56);
-    if (m->src_rank < 0)
-        return -1;
-    return 0;
+    out[0] = NV_AM_VERSION;
+    out[1] = h->flags;
+    nv_put16(out + 2, h->handler);
+    out[4] = h->nargs;
+    out[5] = h->status;
+    nv_put16(out + 6, h->credits);
+    nv_put32(out + 8, h->src);
+    nv_put32(out + 12, 0);
+    nv_put64(out + 16, h->len);
+    uint8_t *p = out + NV_AMW_FIXED;
+    for (unsigned i = 0; i < h->nargs; i++, p += 8)
+        nv_put64(p, h->args[i]);
+    if (h->flags & (NV_AMW_F_TOKEN | NV_AMW_F_REPLY)) {
+        nv_put64(p, h->token.origin);
+        nv_put32(p + 8, h->token.call);
+        nv_put32(p + 12, h->token.pindex);
+        nv_put64(p + 16, h->token.key);
+        nv_put64(p + 24, h->token.pkey);
+        p += NV_AMW_TOKEN_LEN;
+    }
+    return (size_t)(p - out);
+}
+
+size_t nv_am_hdr_decode(const uint8_t *buf, size_t len, struct nv_am_hdr *h)
+{
+    if (len < NV_AMW_FIXED || buf[0] != NV_AM_VERSION)
+        return 0;
+    h->flags = buf[1];
+    h->handler = nv_get16(buf + 2);
+    h->nargs = buf[4];
+    h->status = buf[5];
+    h->credits = nv_get16(buf + 6);
+    h->src = nv_get32(buf + 8);
+    h->len = nv_get64(buf + 16);
+    if ((h->flags & ~(unsigned)NV_AMW_F_ALL) || h->nargs > NV_AM_MAX_ARGS || h->status >= NETVM_STATUS_COUNT ||
+        nv_get32(buf + 12) != 0 || h->len > NV_AM_MAX_LEN)
+        return 0;
+    /* a message is a request or a reply, not both */
+    if ((h->flags & NV_AMW_F_TOKEN) && (h->flags & NV_AMW_F_REPLY))
+        return 0;
+    size_t need = nv_am_hdr_len(h);
+    if (len < need)
+        return 0;
+    const uint8_t *p = buf + NV_AMW_FIXED;
+    for (unsigned i = 0; i < NV_AM_MAX_ARGS; i++)
+        h->args[i] = i < h->nargs ? nv_get64(p + 8 * i) : 0;
+    p += 8u * h->nargs;
+    memset(&h->token, 0, sizeof h->token);
+    if (h->flags & (NV_AMW_F_TOKEN | NV_AMW_F_REPLY)) {
+        h->token.origin = nv_get64(p);
+        h->token.call = nv_get32(p + 8);
+        h->token.pindex = nv_get32(p + 12);
+        h->token.key = nv_get64(p + 16);
+        h->token.pkey = nv_get64(p + 24);
+        if (h->token.pindex > 1)
+            return 0;
+    }
+    return need;
 }

@@ -1,54 +1,75 @@
-/* Active messages: the requests a target's progress engine executes for an
- * initiator (atomics the link cannot do natively) and the replies to them.
- * (and the notifications and signals that need the target's CPU on links
- * that cannot deliver them directly). Fixed-size, versioned, little-endian; decoding checks every field's range
- * so a malformed message is rejected, never acted on. */
+/* Active messages on the wire: one header format for every link, carrying a
+ * handler id, up to NV_AM_MAX_ARGS 64-bit arguments, an optional reply token
+ * (the call this message answers, or the call a request asks an answer
+ * for), an optional payload token (where the payload must land at the
+ * receiver), and the payload's length. The payload itself follows the
+ * header (eager) or is fetched by the receiver (rendezvous, a link's own
+ * business, described by a link descriptor the link appends).
+ *
+ * Layout (little-endian):
+ *   0  u8  version            1  u8  flags (NV_AMW_F_*)
+ *   2  u16 handler id         4  u8  nargs  5 u8 status (replies)
+ *   6  u16 credits returned to the receiver
+ *   8  u32 src: the sender's peer id in the receiver's table (links that
+ *          cannot tell the sender themselves use it; 0 elsewhere)
+ *   12 u32 reserved (0)
+ *   16 u64 payload length
+ *   24 args[nargs]
+ *   then NV_AMW_TOKEN_LEN bytes of reply token with F_TOKEN or F_REPLY.
+ * Decoding checks every field's range, so a malformed header is rejected,
+ * never acted on. */
 #ifndef NV_WIRE_AM_H
 #define NV_WIRE_AM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define NV_AM_VERSION 2
-#define NV_AM_SIZE    64   /* every encoded message is exactly this long */
-
-enum nv_am_kind {
-    NV_AM_ATOMIC = 1,   /* initiator -> target: run an atomic on (slot, off) */
-    NV_AM_REPLY  = 2,   /* target -> initiator: status and result of a request */
-    NV_AM_NOTIFY = 3,   /* a notification put: operand is the value */
-    NV_AM_COUNT  = 4,   /* a counting notification: slot is the counter, operand the increment */
-    NV_AM_SIGNAL = 5,   /* set (op 0) or add (op 1) operand at (slot, key, off) */
-    NV_AM_ERROR  = 6,   /* target -> initiator: an operation sent with NV_AM_F_REPLY_ERR failed
-                           (status); reported by the initiator's next flush */
-    NV_AM_KIND_MAX
-};
+#define NV_AM_VERSION     3
+#define NV_AM_MAX_ARGS    6
+#define NV_AMW_FIXED      24
+#define NV_AMW_TOKEN_LEN  32
+#define NV_AM_HDR_MAX     (NV_AMW_FIXED + 8 * NV_AM_MAX_ARGS + NV_AMW_TOKEN_LEN)
+/* one active message's payload is at most this long (larger data: RMA) */
+#define NV_AM_MAX_LEN     (1ull << 30)
 
 enum {
-    NV_AM_F_REPLY  = 1u << 0,   /* NOTIFY, COUNT, SIGNAL: answer with a REPLY (ATOMIC always does) */
-    NV_AM_F_NOTIFY = 1u << 1,   /* ATOMIC, SIGNAL: a completer notification at the target, with tag */
-    NV_AM_F_REPLY_ERR = 1u << 2,   /* SIGNAL: answer only a failure, with an ERROR (links whose flush is
-                                      a round trip on the same ordered stream: it arrives before the
-                                      flush's answer) */
-    NV_AM_F_ALL    = NV_AM_F_REPLY | NV_AM_F_NOTIFY | NV_AM_F_REPLY_ERR,
+    NV_AMW_F_TOKEN  = 1u << 0,   /* a request: the token names the call a reply must answer */
+    NV_AMW_F_REPLY  = 1u << 1,   /* a reply: the token names the call it answers */
+    NV_AMW_F_ALL    = 0x03,
 };
 
-struct nv_am {
-    uint8_t  kind;
-    uint8_t  op;        /* netvm_atomic_op_t for NV_AM_ATOMIC, netvm_signal_op_t for NV_AM_SIGNAL */
-    uint8_t  flags;     /* NV_AM_F_* */
-    uint16_t status;    /* netvm_status_t for NV_AM_REPLY */
-    int32_t  src_rank;
-    uint32_t req_id;    /* initiator's request, echoed in the reply */
-    uint32_t slot;      /* target segment slot */
-    uint64_t key;       /* target segment key */
-    uint64_t off;
-    uint64_t operand;   /* ATOMIC: operand; REPLY: result */
-    uint64_t compare;
-    uint64_t tag;       /* with NV_AM_F_NOTIFY */
+/* A reply token: who made the call and which call it was, and the payload
+ * token of the call's reply buffer. The keys make a token unguessable, so
+ * a forged or stale reply is recognised at the origin and dropped, and a
+ * payload lands only where the caller said, once. */
+struct nv_am_token {
+    uint64_t origin;    /* the calling context's endpoint id */
+    uint32_t call;      /* the origin's request id (index | generation) */
+    uint32_t pindex;    /* 1: the call named a reply buffer (its payload token); 0: none */
+    uint64_t key;
+    uint64_t pkey;      /* the payload token's key */
 };
 
-void nv_am_encode(const struct nv_am *m, uint8_t out[NV_AM_SIZE]);
-/* 0 on success, -1 if buf is not a well-formed message of this version. */
-int  nv_am_decode(const uint8_t *buf, size_t len, struct nv_am *m);
+struct nv_am_hdr {
+    uint8_t  flags;     /* NV_AMW_F_* */
+    uint16_t handler;
+    uint8_t  nargs;
+    uint8_t  status;    /* replies: netvm_status_t */
+    uint16_t credits;
+    uint32_t src;
+    uint64_t len;
+    uint64_t args[NV_AM_MAX_ARGS];
+    struct nv_am_token  token;
+};
+
+/* Bytes the encoded header of h takes. */
+size_t nv_am_hdr_len(const struct nv_am_hdr *h);
+/* Encode h into out (at least nv_am_hdr_len(h) bytes); returns that length. */
+size_t nv_am_hdr_encode(const struct nv_am_hdr *h, uint8_t *out);
+/* Decode a header from buf (len bytes available); returns its encoded
+ * length, or 0 if buf does not start with a whole, well-formed header (a
+ * header is never longer than NV_AM_HDR_MAX: with that many bytes, 0 means
+ * malformed). */
+size_t nv_am_hdr_decode(const uint8_t *buf, size_t len, struct nv_am_hdr *h);
 
 #endif

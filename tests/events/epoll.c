@@ -55,6 +55,10 @@ int main(int argc, char **argv)
     netvm_rseg_t *peerbox, *peerack;
     CHECK_OK(netvm_import(ctx, 1 - rank, "box", &peerbox));
     CHECK_OK(netvm_import(ctx, 1 - rank, "ack", &peerack));
+    /* the imports' traffic is over before rank 0 checks that its armed fd
+     * stays quiet (any traffic may make it readable: an armed fd also
+     * wakes its caller for the peers' requests that netvm_evq_poll serves) */
+    CHECK_OK(netvm_barrier(ctx));
 
     if (rank == 0) {
         int fd = netvm_evq_fd(ctx);

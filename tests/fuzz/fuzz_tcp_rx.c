@@ -362,7 +362,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv))
         die("socketpair");
     struct tcp_conn *c = tcp_conn_new(t, sv[1]);
-    if (!c || tcp_conn_buffers(c) != 0)
+    if (!c || tcp_conn_buffers(c) != 0 || tcp_conn_publish(c, EPOLLIN) != 0)
         die("tcp_conn_new");
     fz.c = c;
     fz.lp.id = 1;

@@ -68,7 +68,7 @@ int main(int argc, char **argv)
             for (size_t i = 0; i < n; i++)
                 buf[i] = (uint8_t)rand();
             if (n)
-                buf[0] = 1;   /* the version byte, so decoding gets past it */
+                buf[0] = (uint8_t)(1 + rand() % 3);   /* a version byte some decoder takes (1..3) */
         }
         LLVMFuzzerTestOneInput(buf, n);
     }

@@ -19,13 +19,15 @@ import time
 
 def junk_inputs():
     rnd = random.Random(7)
-    hdr = lambda kind, ln: struct.pack('<BBHHHIIQQQQQ', 1, kind, 0, 0, 0, 0, 0, 1, 0, ln, 0, 0)
+    hdr = lambda kind, ln: struct.pack('<BBHHHIIQQQQQ', 2, kind, 0, 0, 0, 0, 0, 1, 0, ln, 0, 0)
+    hello = struct.pack('<IIQQiIQ', 2, 1, 99, 0, 5, 0, 0) + bytes(rnd.getrandbits(8) for _ in range(32))
     yield bytes(rnd.getrandbits(8) for _ in range(4096))         # noise
-    yield hdr(3, 1 << 20)[:30]                                     # a header cut short
-    yield hdr(3, 1 << 20) + b'x' * 100                             # a PUT that never finishes
-    yield hdr(1, 32) + bytes(32)                                   # a HELLO from nobody
+    yield hdr(6, 1 << 20)[:30]                                     # a header cut short
+    yield hdr(6, 1 << 20) + b'x' * 100                             # a PUT before any handshake
+    yield hdr(1, len(hello)) + hello                               # a HELLO from a rank that is not there
+    yield hdr(2, 40) + bytes(40)                                   # an AUTH out of turn
     yield hdr(99, 0)                                               # an unknown kind
-    yield b'\x02' + bytes(55)                                      # another version
+    yield b'\x01' + bytes(55)                                      # another version
     yield b'GET / HTTP/1.1\r\nHost: x\r\n\r\n'                    # the wrong protocol
 
 
@@ -40,7 +42,7 @@ def main():
     def reader():
         for line in p.stdout:
             lines.append(line)
-            m = re.search(r"tcp link: listening on 127\.0\.0\.1:(\d+)", line)
+            m = re.search(r"tcp link: the job's ranks connect to tcp:127\.0\.0\.1:(\d+)", line)
             if m:
                 ports.add(int(m.group(1)))
     t = threading.Thread(target=reader)

@@ -77,7 +77,7 @@ def main():
         with open(secret, "w") as f:
             f.write(os.urandom(32).hex() + "\n")
         os.chmod(secret, 0o600)
-        env = {"NETVM_TIMEOUT": "3000"}
+        env = {"NETVM_TIMEOUT": os.environ.get("MH_TIMEOUT", "3000")}
         if args.case == "suite":
             ps = [launch(net, args, k, args.np, secret, args.program, False, env) for k in range(args.hosts)]
             outs = finish(ps)

@@ -12,13 +12,12 @@
 #define NV_LINK_SHM_BLOCK_H
 
 #include "util/mpsc_ring.h"
-#include "wire/am.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
 
 #define NV_SHM_MAGIC   0x314b4c424d564e4eull   /* "NNVMBLK1" */
-#define NV_SHM_VERSION 2
+#define NV_SHM_VERSION 4
 #define NV_SHM_NAME_MAX 64
 #define NV_CACHELINE 64
 
@@ -38,9 +37,11 @@ struct nv_shm_seg {
     char     name[NV_SHM_NAME_MAX];
 } __attribute__((aligned(NV_CACHELINE)));
 
+/* One slot of the message ring: a record (util/mpsc_ring.h) takes as many
+ * consecutive slots as its bytes need. */
 struct nv_shm_ring_slot {
     _Atomic uint64_t seq;        /* Vyukov bounded-queue sequence number */
-    uint8_t data[NV_AM_SIZE];
+    uint8_t data[NV_CACHELINE - 8];
 } __attribute__((aligned(NV_CACHELINE)));
 
 struct nv_shm_hdr {
@@ -56,12 +57,15 @@ struct nv_shm_hdr {
 
     _Atomic uint64_t ring_head __attribute__((aligned(NV_CACHELINE)));  /* consumer */
     _Atomic uint64_t ring_tail __attribute__((aligned(NV_CACHELINE)));  /* producers */
-    /* sleeping: the progress thread is (about to be) in epoll_wait and a
-     * producer must ring the doorbell; pollers: threads spinning on the ring,
-     * which make the doorbell unnecessary */
+    /* sleeping: threads that serve this process's ring and are (about to
+     * be) asleep on its epoll set, so a producer must ring the doorbell
+     * (a count: the progress thread and an application thread may both);
+     * rung: the doorbell was rung and not yet taken (once is enough);
+     * pollers: threads spinning on the ring, which make the doorbell
+     * unnecessary */
     _Atomic uint32_t sleeping __attribute__((aligned(NV_CACHELINE)));
+    _Atomic uint32_t rung;
     _Atomic uint32_t pollers;
-    _Atomic uint32_t reply_sleepers;   /* threads asleep until a reply arrives */
     /* odd while this process is inside a direct access to some peer */
     _Atomic uint64_t op_seq __attribute__((aligned(NV_CACHELINE)));
 };
@@ -76,28 +80,13 @@ static inline struct nv_shm_ring_slot *nv_shm_ring(struct nv_shm_hdr *h)
     return (struct nv_shm_ring_slot *)((char *)h + h->ring_off);
 }
 
-/* The active-message ring, as the generic MPSC ring sees it. */
+/* The message ring, as the generic MPSC ring sees it. */
 static inline struct nv_mpsc nv_shm_ring_view(struct nv_shm_hdr *h)
 {
     struct nv_mpsc q = { .head = &h->ring_head, .tail = &h->ring_tail,
                          .slots = (uint8_t *)nv_shm_ring(h), .mask = h->ring_size - 1,
-                         .stride = sizeof(struct nv_shm_ring_slot), .size = NV_AM_SIZE };
+                         .stride = sizeof(struct nv_shm_ring_slot), .size = 0 };
     return q;
-}
-
-/* Multi-producer enqueue; 0 on success, -1 if the ring is full. */
-static inline int nv_shm_ring_push(struct nv_shm_hdr *h, const uint8_t msg[NV_AM_SIZE])
-{
-    struct nv_mpsc q = nv_shm_ring_view(h);
-    return nv_mpsc_push(&q, msg);
-}
-
-/* Single-consumer dequeue (the caller holds the consumer lock); 1 if a
- * message was copied out, 0 if the ring is empty. */
-static inline int nv_shm_ring_pop(struct nv_shm_hdr *h, uint8_t msg[NV_AM_SIZE])
-{
-    struct nv_mpsc q = nv_shm_ring_view(h);
-    return nv_mpsc_pop(&q, msg);
 }
 
 static inline int nv_shm_ring_nonempty(struct nv_shm_hdr *h)

@@ -53,7 +53,7 @@ static unsigned long ns_inode(const char *path)
     return stat(path, &st) == 0 ? (unsigned long)st.st_ino : 0;
 }
 
-uint64_t shm_host_id(void)
+uint64_t nv_shm_host_id(void)
 {
     char buf[64] = "";
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);

@@ -5,36 +5,68 @@
 #include "link/shm/shm.h"
 #include "link/shm/shm_block.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/types.h>
 
+/* A record that did not fit the peer's ring when its sender could not
+ * wait (an answer, a handler's message): sent, in order, by later polls. */
+struct shm_spill {
+    struct shm_spill *next;
+    size_t            len;
+    uint8_t           data[];
+};
+
 struct shm_peer {
     struct nv_link_ev ev;          /* epoll token: the peer's pidfd */
-    int               rank;
+    struct nv_lpeer  *lp;
+    int               self;
     pid_t             pid;
     int               pidfd;       /* readable once the peer has exited */
     int               doorbell;    /* our dup of the peer's eventfd */
     struct nv_shm_hdr *hdr;        /* the peer's block, mapped */
     struct nv_ep      ep;          /* the peer's endpoint block, mapped (ours for ourselves) */
     _Atomic int       dead;
+    pthread_mutex_t   spill_lock;
+    struct shm_spill *spill_head, *spill_tail;
+    _Atomic int       nspill;
+    struct shm_peer  *next, *prev; /* the link's list of attached peers */
+};
+
+/* A large payload waiting for its receiver to copy it. */
+struct shm_rndv {
+    struct shm_peer *pe;           /* NULL: free */
+    void            *token;        /* completed when the receiver is done (NULL: a copy) */
+    uint32_t         id;
+    void            *copy;         /* our copy, freed then */
+    uint64_t         cookie;
 };
 
 struct shm_link {
     struct nv_link     base;
     struct nv_shm_params p;
+    struct nv_shm_card card;       /* what peers need to attach to us */
     struct nv_shm_hdr *self;       /* our block */
     int                block_fd;
     int                doorbell;   /* our eventfd */
-    struct shm_peer   *peers;      /* size entries; peers[rank] is ourselves */
     atomic_flag        consuming;  /* one consumer of our ring at a time */
+    uint8_t           *rxbuf;      /* the consumer's copy of a record */
+    size_t             rxcap;
     uint64_t           gen;        /* publish generations */
     int                asym;       /* membarrier registered: accesses fence with a compiler barrier */
     struct nv_link_ev  doorbell_ev;   /* epoll token: our doorbell */
+    pthread_mutex_t    peers_lock;
+    struct shm_peer   *peers;      /* attached peers (revocation fences look at each) */
+    _Atomic int        spilling;   /* peers with spilled records */
+    pthread_mutex_t    rndv_lock;
+    struct shm_rndv   *rndv;
+    uint32_t           nrndv;
+    uint64_t           rndv_seq;
 };
 
 /* Per-import state behind nv_rdesc.link_priv. */
 struct shm_import {
-    struct shm_peer *peer;
+    struct shm_peer  *peer;
     _Atomic uint64_t *word;        /* the target's entry word */
     uint64_t          live_word;   /* its value while our import is valid */
     void             *map_base;
@@ -42,13 +74,20 @@ struct shm_import {
 };
 
 static inline struct shm_link *shm_of(struct nv_link *l) { return (struct shm_link *)l; }
+static inline struct shm_peer *shm_peer_of(struct nv_lpeer *lp) { return lp->conn; }
+
+/* Ring records: a kind, the sender's peer id at the receiver, then the body. */
+enum { SHM_REC_AM = 1, SHM_REC_AM_RNDV, SHM_REC_RNDV_DONE };
+#define SHM_REC_PREFIX 8
+#define SHM_RNDV_DESC  24   /* addr u64 | slot u32 | pad u32 | cookie u64 */
+#define SHM_RNDV_DONE  16   /* slot u32 | status u16 | pad u16 | cookie u64 */
 
 /* shm_rma.c */
 netvm_status_t shm_seg_publish(struct nv_link *l, const struct nv_seg_desc *d);
 void           shm_seg_revoke(struct nv_link *l, uint32_t slot);
 void           shm_seg_fence(struct nv_link *l, uint32_t slot);
-netvm_status_t shm_import(struct nv_link *l, int rank, const char *name, uint32_t slot,
-                          uint64_t key, struct nv_rdesc *out, void *token, uint32_t id);
+netvm_status_t shm_import(struct nv_link *l, struct nv_lpeer *lp, const char *name, uint32_t slot,
+                          uint64_t key, struct nv_rdesc *out);
 void           shm_release(struct nv_link *l, struct nv_rdesc *d);
 netvm_status_t shm_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, const void *src, size_t len,
                        int remote, void *token, uint32_t id, const struct nv_note *note);
@@ -56,12 +95,20 @@ netvm_status_t shm_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void
                        void *token, uint32_t id, const struct nv_note *note);
 netvm_status_t shm_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, netvm_atomic_op_t op,
                           uint64_t operand, uint64_t compare, uint64_t *result, const struct nv_note *note);
+netvm_status_t shm_cma_read(struct nv_link *l, struct shm_peer *pe, uint64_t raddr, void *lbuf, size_t len);
+
+/* shm_msg.c: the message ring */
+netvm_status_t shm_am_send(struct nv_link *l, struct nv_lpeer *lp, const uint8_t *hdr, size_t hlen,
+                           const void *payload, size_t plen, unsigned flags, void *token, uint32_t id);
+int            shm_poll(struct nv_link *l, struct nv_lpeer *lp);
+void           shm_ring_doorbell(struct shm_peer *pe);
+void           shm_rndv_fail_peer(struct shm_link *s, struct shm_peer *pe);
+void           shm_spill_free(struct shm_peer *pe);
 
 /* shm_os.c: the system calls, isolated */
 int   shm_pidfd_open(pid_t pid);
 int   shm_pidfd_getfd(int pidfd, int fd);
 int   shm_pidfd_exited(int pidfd);
 void *shm_map_fd(int fd, size_t len);
-uint64_t shm_host_id(void);
 
 #endif

@@ -64,16 +64,16 @@ void shm_seg_fence(struct nv_link *l, uint32_t slot)
      * op_seq is visible now, or it will see the revocation */
     if (nv_membarrier_global() != 0)
         atomic_thread_fence(memory_order_seq_cst);
-    for (int r = 0; r < l->size; r++) {
-        struct shm_peer *pe = &s->peers[r];
-        if (r == l->rank || !pe->hdr)
+    pthread_mutex_lock(&s->peers_lock);
+    for (struct shm_peer *pe = s->peers; pe; pe = pe->next) {
+        if (pe->self || !pe->hdr)
             continue;   /* our own thread is here, not inside an access */
         uint64_t seq = atomic_load_explicit(&pe->hdr->op_seq, memory_order_seq_cst);
         if (!(seq & 1))
             continue;
         unsigned spins = 0;
         while (atomic_load_explicit(&pe->hdr->op_seq, memory_order_acquire) == seq) {
-            if (++spins % 1024 == 0 && l->ops->peer_dead(l, r))
+            if (++spins % 1024 == 0 && (atomic_load(&pe->dead) || shm_pidfd_exited(pe->pidfd)))
                 break;
             if (spins > 4096)
                 sched_yield();
@@ -81,6 +81,7 @@ void shm_seg_fence(struct nv_link *l, uint32_t slot)
                 nv_cpu_relax();
         }
     }
+    pthread_mutex_unlock(&s->peers_lock);
 }
 
 /* --- initiator side ---------------------------------------------------- */
@@ -141,12 +142,11 @@ static netvm_status_t find_entry(struct shm_peer *pe, const char *name, uint32_t
     return NETVM_ERR_NOTFOUND;
 }
 
-netvm_status_t shm_import(struct nv_link *l, int rank, const char *name, uint32_t slot,
-                          uint64_t key, struct nv_rdesc *out, void *token, uint32_t id)
+netvm_status_t shm_import(struct nv_link *l, struct nv_lpeer *lp, const char *name, uint32_t slot,
+                          uint64_t key, struct nv_rdesc *out)
 {
-    struct shm_link *s = shm_of(l);
-    struct shm_peer *pe = &s->peers[rank];
-    if (l->ops->peer_dead(l, rank))
+    struct shm_peer *pe = shm_peer_of(lp);
+    if (l->ops->peer_dead(l, lp))
         return NETVM_ERR_PEER;
     struct nv_shm_seg e;
     uint64_t word;
@@ -161,7 +161,7 @@ netvm_status_t shm_import(struct nv_link *l, int rank, const char *name, uint32_
     im->word = &nv_shm_segs(pe->hdr)[found].word;
     im->live_word = word;
     memset(out, 0, sizeof *out);
-    out->rank = rank;
+    out->peer = lp;
     out->slot = found;
     out->key = e.key;
     out->addr = e.addr;
@@ -188,8 +188,8 @@ netvm_status_t shm_import(struct nv_link *l, int rank, const char *name, uint32_
             out->mapped = p;
             out->flags = NV_RDESC_MAPPED | NV_RDESC_ATOMIC;
         } else {
-            nv_warn("shm link: cannot map rank %d's segment %u (%s); using process_vm_*",
-                    rank, found, strerror(errno));
+            nv_warn("shm link: cannot map peer %d's segment %u (%s); using process_vm_*",
+                    lp->id, found, strerror(errno));
         }
     }
     return NETVM_OK;
@@ -234,13 +234,13 @@ static inline netvm_status_t still_valid(struct nv_link *l, struct shm_import *i
     return NETVM_ERR_REVOKED;
 }
 
-static netvm_status_t cma_status(struct nv_link *l, int rank, int err)
+static netvm_status_t cma_status(struct nv_link *l, struct shm_peer *pe, int err)
 {
-    if (err == ESRCH || l->ops->peer_dead(l, rank))
+    if (err == ESRCH || l->ops->peer_dead(l, pe->lp))
         return NETVM_ERR_PEER;
     if (err == EFAULT)
         return NETVM_ERR_FAULT;
-    nv_error("shm link: process_vm_* to rank %d failed: %s", rank, strerror(err));
+    nv_error("shm link: process_vm_* to peer %d failed: %s", pe->lp->id, strerror(err));
     return NETVM_ERR_SYS;
 }
 
@@ -257,7 +257,7 @@ static netvm_status_t cma_copy(struct nv_link *l, struct shm_peer *pe, uint64_t 
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return cma_status(l, pe->rank, errno);
+            return cma_status(l, pe, errno);
         }
         if (n == 0)
             return NETVM_ERR_FAULT;
@@ -276,10 +276,11 @@ static void after_access(struct nv_link *l, struct shm_import *im, uint64_t addr
     struct nv_ep *ep = &im->peer->ep;
     if (!ep->h)
         return;
-    nv_ep_access(ep, l->rank, addr, len, access);
+    int me = (int)im->peer->lp->remote_id;   /* this process, as the target knows it */
+    nv_ep_access(ep, me, addr, len, access);
     if (note && (note->flags & note_kind)) {
         struct nv_ep_rec r = { .type = note_kind == NV_NOTE_RESPONDER ? NETVM_EV_RESPONDER : NETVM_EV_COMPLETER,
-                               .access = (uint16_t)access, .rank = l->rank, .value = note->tag,
+                               .access = (uint16_t)access, .rank = me, .value = note->tag,
                                .addr = addr, .len = len };
         nv_ep_post(ep, &r);
     }
@@ -326,6 +327,12 @@ netvm_status_t shm_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void
                        void *token, uint32_t id, const struct nv_note *note)
 {
     return shm_access(l, d, off, dst, len, 0, note);
+}
+
+/* The receiver's copy of a rendezvous payload (shm_msg.c). */
+netvm_status_t shm_cma_read(struct nv_link *l, struct shm_peer *pe, uint64_t raddr, void *lbuf, size_t len)
+{
+    return cma_copy(l, pe, raddr, lbuf, len, 0);
 }
 
 netvm_status_t shm_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, netvm_atomic_op_t op,

@@ -1,217 +1,318 @@
-/* What a connection does with each frame: the target's side (checks against
- * the ATU, then straight into or out of memory) and the initiator's side
- * (answers completing pending operations). A frame kind not allowed in the
- * connection's state closes it. */
+/* What a connection does with each frame: the target's side (checks
+ * against the ATU, then straight into or out of memory, with copies that
+ * survive memory unmapped behind netvm's back) and the initiator's side
+ * (answers completing pending operations, active messages for core). A
+ * frame kind not allowed after the handshake closes the connection. */
 #define _GNU_SOURCE
 #include "link/tcp/tcp_priv.h"
-#include "util/hmac.h"
+#include "util/guard.h"
 #include "util/log.h"
-#include "util/mapped.h"
+#include "util/thread.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 static void serve_begin(struct tcp_conn *c) { atomic_fetch_add(&c->serve_seq, 1); }
 static void serve_end(struct tcp_conn *c)   { atomic_fetch_add_explicit(&c->serve_seq, 1, memory_order_release); }
 
-static void reply(struct tcp_conn *c, uint8_t kind, uint32_t req_id, netvm_status_t st)
+/* An answer to the peer: acknowledgements of puts are not urgent (they ride
+ * on the next frame), everything else is. */
+static void answer(struct tcp_conn *c, uint8_t kind, uint32_t req_id, netvm_status_t st, int urgent)
 {
     struct nv_tcp_hdr h = { .kind = kind, .req_id = req_id, .status = (uint16_t)st };
-    tcp_queue_reply(c, &h, NULL, 0, 0, -1, NULL);
-}
-
-/* Enter the serve section, then check the frame's access against the ATU
- * and the page tables. Inside the section before the check: a revocation
- * then either waits for this frame or this frame sees it (as shm's
- * op_seq). The caller ends the section. */
-static netvm_status_t check_access(struct tcp_conn *c, unsigned need, uint64_t *addr)
-{
-    struct tcp_link *t = c->link;
-    serve_begin(c);
-    netvm_status_t st = t->base.up.translate(t->base.up.arg, c->h.slot, c->h.key, c->h.off, c->h.len,
-                                             need, addr);
-    if (st == NETVM_OK && !nv_range_mapped(*addr, c->h.len))
-        st = NETVM_ERR_FAULT;
-    return st;
+    if (tcp_tx_frame(c, &h, NULL, 0, NULL, 0, urgent) != 0)
+        tcp_conn_fail(c, "no memory for an answer");
 }
 
 /* After an access by the peer is complete here: fire our tripwires, post
  * the notification it asked for. */
-static void access_done(struct tcp_conn *c, uint64_t addr, uint64_t len, unsigned access,
-                        const struct nv_note *note, unsigned kind)
+static void access_done(struct tcp_conn *c, uint64_t addr, uint64_t len, unsigned access, unsigned note,
+                        uint64_t tag, unsigned kind)
 {
-    struct nv_ep *ep = c->link->p.ep;
+    struct nv_ep *ep = c->t->p.ep;
     if (!ep)
         return;
-    nv_ep_access(ep, c->rank, addr, len, access);
-    if (note->flags & kind) {
+    nv_ep_access(ep, c->lp->id, addr, len, access);
+    if (note & kind) {
         struct nv_ep_rec r = { .type = kind == NV_NOTE_RESPONDER ? NETVM_EV_RESPONDER : NETVM_EV_COMPLETER,
-                               .access = (uint16_t)access, .rank = c->rank, .value = note->tag,
+                               .access = (uint16_t)access, .rank = c->lp->id, .value = tag,
                                .addr = addr, .len = len };
         nv_ep_post(ep, &r);
     }
 }
 
-void tcp_write_done(struct tcp_conn *c, uint64_t addr, uint64_t len, const struct nv_note *note)
+void tcp_read_done(struct tcp_conn *c, uint64_t addr, uint64_t len, unsigned note, uint64_t tag)
 {
-    access_done(c, addr, len, NETVM_TRIP_WRITE, note, NV_NOTE_COMPLETER);
+    access_done(c, addr, len, NETVM_TRIP_READ, note, tag, NV_NOTE_RESPONDER);
 }
 
-void tcp_read_done(struct tcp_conn *c, uint64_t addr, uint64_t len, const struct nv_note *note)
+static unsigned note_of(const struct nv_tcp_hdr *h, unsigned kind)
 {
-    access_done(c, addr, len, NETVM_TRIP_READ, note, NV_NOTE_RESPONDER);
+    return (h->flags & NV_TCP_F_NOTIFY) ? kind : 0;
 }
 
-static void begin_put(struct tcp_conn *c)
+/* Enter the serve section, then check the access against the ATU. Inside
+ * the section before the check: a revocation then either waits for this
+ * frame or this frame sees it. The caller ends the section. */
+static netvm_status_t check_access(struct tcp_conn *c, const struct nv_tcp_hdr *h, unsigned need, uint64_t *addr)
+{
+    struct tcp_link *t = c->t;
+    serve_begin(c);
+    return t->base.up.translate(t->base.up.arg, h->slot, h->key, h->off, h->len, need, addr);
+}
+
+static void put_done(struct tcp_conn *c, const struct nv_tcp_hdr *h, netvm_status_t st, uint64_t addr)
+{
+    if (st == NETVM_OK)
+        access_done(c, addr, h->len, NETVM_TRIP_WRITE, note_of(h, NV_NOTE_COMPLETER), h->operand, NV_NOTE_COMPLETER);
+    if (h->flags & NV_TCP_F_ACK)
+        answer(c, NV_TCP_PUT_ACK, h->req_id, st, 0);
+    else if (st != NETVM_OK && c->first_err == NETVM_OK)
+        c->first_err = st;   /* reported by the next FLUSH */
+}
+
+static void serve_put(struct tcp_conn *c, const struct nv_tcp_hdr *h, const uint8_t *pay)
 {
     uint64_t addr = 0;
-    netvm_status_t st = check_access(c, NETVM_WRITE, &addr);
-    c->frame_status = st;
-    if (st == NETVM_OK) {
-        c->dst = (uint8_t *)(uintptr_t)addr;
-        c->frame_addr = addr;
-        c->in_serve = 1;    /* the section ends in tcp_frame_end */
-    } else {
+    netvm_status_t st = check_access(c, h, NETVM_WRITE, &addr);
+    if (st == NETVM_OK && h->len && nv_guarded_copy((void *)(uintptr_t)addr, pay, (size_t)h->len) != 0)
+        st = NETVM_ERR_FAULT;
+    serve_end(c);
+    put_done(c, h, st, addr);
+}
+
+static void serve_get(struct tcp_conn *c, const struct nv_tcp_hdr *h)
+{
+    struct tcp_link *t = c->t;
+    uint64_t addr = 0;
+    netvm_status_t st = check_access(c, h, NETVM_READ, &addr);
+    struct nv_tcp_hdr r = { .kind = NV_TCP_GET_RESP, .req_id = h->req_id, .status = (uint16_t)st };
+    if (st == NETVM_OK && h->len && h->len <= TCP_GET_INLINE) {
+        /* small: copied now, so the read is over */
+        r.len = h->len;
+        int rc = tcp_tx_frame(c, &r, NULL, 0, (const void *)(uintptr_t)addr, (size_t)h->len, 1);
         serve_end(c);
+        if (rc == -2) {
+            struct nv_tcp_hdr f = { .kind = NV_TCP_GET_RESP, .req_id = h->req_id, .status = NETVM_ERR_FAULT };
+            rc = tcp_tx_frame(c, &f, NULL, 0, NULL, 0, 1);
+        } else if (rc == 0) {
+            tcp_read_done(c, addr, h->len, note_of(h, NV_NOTE_RESPONDER), h->operand);
+        }
+        if (rc != 0)
+            tcp_conn_fail(c, "no memory for an answer");
+        return;
     }
-}
-
-static void begin_get(struct tcp_conn *c)
-{
-    struct tcp_link *t = c->link;
-    uint64_t addr = 0;
-    netvm_status_t st = check_access(c, NETVM_READ, &addr);
-    struct nv_tcp_hdr h = { .kind = NV_TCP_GET_RESP, .req_id = c->h.req_id, .status = (uint16_t)st };
-    if (st == NETVM_OK && c->h.len) {
-        /* answered straight from the source memory; the reference keeps the
-         * segment from being revoked until the bytes are sent */
-        h.len = c->h.len;
-        atomic_fetch_add(&t->slot_refs[c->h.slot], 1);
+    if (st == NETVM_OK && h->len) {
+        /* large: sent straight from the source memory; the reference keeps
+         * the segment from being revoked until the bytes are out, and the
+         * trailer says whether they were all there */
+        r.len = h->len;
+        r.flags = NV_TCP_F_TRAILER;
+        atomic_fetch_add(&t->slot_refs[h->slot], 1);
         serve_end(c);
-        struct nv_note note = { .flags = (c->h.flags & NV_TCP_F_NOTIFY) ? NV_NOTE_RESPONDER : 0,
-                                .tag = c->h.operand };
-        tcp_queue_reply(c, &h, (const void *)(uintptr_t)addr, c->h.len, 0, (int)c->h.slot, &note);
+        struct tcp_seg how = { .slot_ref = (int)h->slot, .read_ev = 1, .addr = addr, .tag = h->operand,
+                               .note = note_of(h, NV_NOTE_RESPONDER), .has_trailer = 1 };
+        nv_tcp_trailer_encode(NETVM_OK, how.trailer);
+        if (tcp_tx_frame_ext(c, &r, NULL, 0, (const void *)(uintptr_t)addr, (size_t)h->len, &how) != 0) {
+            atomic_fetch_sub(&t->slot_refs[h->slot], 1);
+            tcp_conn_fail(c, "no room for an answer");
+        }
         return;
     }
     serve_end(c);
-    tcp_queue_reply(c, &h, NULL, 0, 0, -1, NULL);
+    if (st == NETVM_OK)
+        r.len = 0;
+    if (tcp_tx_frame(c, &r, NULL, 0, NULL, 0, 1) != 0)
+        tcp_conn_fail(c, "no memory for an answer");
 }
 
-static void begin_answer(struct tcp_conn *c)
+/* --- answers to this process's operations ----------------------------------------- */
+
+struct tcp_pending *tcp_pending_take(struct tcp_link *t, uint32_t id, uint8_t kind, struct tcp_conn *c)
 {
-    struct tcp_link *t = c->link;
-    struct tcp_pending *p = tcp_pending_take(t, c->h.req_id, c->h.kind, c->rank);
-    c->answer_token = NULL;
+    uint32_t i = id & 0xffff;
+    if (i >= t->p.max_requests)
+        return NULL;
+    struct tcp_pending *p = &t->pending[i];
+    if (atomic_load_explicit(&p->id, memory_order_acquire) != (id | 0x80000000u) || p->kind != kind || p->c != c)
+        return NULL;
+    atomic_store_explicit(&p->id, 0, memory_order_relaxed);
+    return p;
+}
+
+/* The pending operation an answer completes, if it still waits. */
+static void *claim_answer(struct tcp_conn *c, const struct nv_tcp_hdr *h, struct tcp_pending **pp)
+{
+    struct tcp_link *t = c->t;
+    struct tcp_pending *p = tcp_pending_take(t, h->req_id, h->kind, c);
     if (!p || !t->base.up.claim(t->base.up.arg, p->token)) {
         /* a late answer to a request that timed out: its payload (if any)
          * is drained, the connection stays */
-        nv_debug("tcp link: late answer from rank %d dropped", c->rank);
-        return;
+        nv_debug("tcp link: late answer from peer %d dropped", c->lp->id);
+        return NULL;
     }
-    if (c->h.kind == NV_TCP_GET_RESP && c->h.status == NETVM_OK) {
-        if (c->h.len != p->len) {
+    *pp = p;
+    return p->token;
+}
+
+static void complete(struct tcp_conn *c, void *token, netvm_status_t st)
+{
+    c->t->base.up.complete(c->t->base.up.arg, token, st);
+}
+
+static void take_answer(struct tcp_conn *c, const struct nv_tcp_hdr *h, const uint8_t *pay)
+{
+    struct tcp_pending *p;
+    void *token = claim_answer(c, h, &p);
+    if (!token)
+        return;
+    netvm_status_t st = (netvm_status_t)h->status;
+    if (h->kind == NV_TCP_GET_RESP && st == NETVM_OK) {
+        if (h->len != p->len) {
+            complete(c, token, NETVM_ERR_SYS);
             tcp_conn_fail(c, "GET answer of the wrong length");
             return;
         }
-        c->dst = p->dst;
+        if (h->len && nv_guarded_copy(p->dst, pay, (size_t)h->len) != 0)
+            st = NETVM_ERR_FAULT;   /* the caller's buffer is gone */
     }
-    if (c->h.kind == NV_TCP_IMPORT_RESP && c->h.status == NETVM_OK) {
-        p->rd->slot = c->h.slot;
-        p->rd->key = c->h.key;
-        p->rd->len = c->h.len;
-        p->rd->rights = (unsigned)c->h.operand;
-        p->rd->addr = 0;
-    }
-    /* completed at the frame's end, once the payload has landed */
-    c->frame_status = (netvm_status_t)c->h.status;
-    c->answer_token = p->token;
-    p->id = 0;   /* the slot is free again */
+    complete(c, token, st);
 }
 
-void tcp_frame_begin(struct tcp_conn *c)
+/* --- active messages ------------------------------------------------------------------ */
+
+static int am_header(struct tcp_conn *c, const uint8_t *pay, size_t have, uint64_t plen, struct nv_am_rx *rx)
 {
-    int state = atomic_load(&c->state);
-    if (state != CONN_READY) {
-        tcp_conn_fail(c, "frame before authentication");
-        return;
+    size_t hl = nv_am_hdr_decode(pay, have, &rx->h);
+    if (!hl || hl + rx->h.len != plen) {
+        tcp_conn_fail(c, "malformed active message");
+        return -1;
     }
-    switch (c->h.kind) {
-    case NV_TCP_PUT:        begin_put(c); break;
-    case NV_TCP_GET:        begin_get(c); break;
+    rx->from = c->lp;
+    return (int)hl;
+}
+
+/* --- frames ------------------------------------------------------------------------------ */
+
+void tcp_frame(struct tcp_conn *c, const struct nv_tcp_hdr *h, const uint8_t *pay, size_t plen)
+{
+    switch (h->kind) {
+    case NV_TCP_PUT:       serve_put(c, h, pay); break;
+    case NV_TCP_GET:       serve_get(c, h); break;
     case NV_TCP_PUT_ACK:
     case NV_TCP_GET_RESP:
-    case NV_TCP_FLUSH_ACK:
-    case NV_TCP_IMPORT_RESP: begin_answer(c); break;
-    case NV_TCP_FLUSH: {
-        struct nv_tcp_hdr h = { .kind = NV_TCP_FLUSH_ACK, .req_id = c->h.req_id, .status = (uint16_t)c->first_err };
+    case NV_TCP_FLUSH_ACK: take_answer(c, h, pay); break;
+    case NV_TCP_FLUSH:
+        answer(c, NV_TCP_FLUSH_ACK, h->req_id, c->first_err, 1);
         c->first_err = NETVM_OK;
-        tcp_queue_reply(c, &h, NULL, 0, 0, -1, NULL);
+        break;
+    case NV_TCP_AM: {
+        struct nv_am_rx rx = { 0 };
+        int hl = am_header(c, pay, plen, plen, &rx);
+        if (hl < 0)
+            return;
+        rx.payload = pay + hl;
+        c->t->base.up.am(c->t->base.up.arg, &rx);
         break;
     }
-    case NV_TCP_BYE:        c->bye = 1; break;
-    case NV_TCP_AM:
-    case NV_TCP_IMPORT:     break;   /* acted on once the payload is in */
+    case NV_TCP_BYE: c->bye = 1; break;
     default:
-        tcp_conn_fail(c, "frame not allowed after authentication");
+        tcp_conn_fail(c, "frame not allowed after the handshake");
         break;
     }
 }
 
-static void end_import(struct tcp_conn *c)
+void tcp_frame_begin(struct tcp_conn *c, const uint8_t *have, size_t nhave)
 {
-    struct tcp_link *t = c->link;
-    char name[NV_TCP_NAME_MAX + 1];
-    memcpy(name, c->small, c->small_got);
-    name[c->small_got] = 0;
-    struct nv_seg_desc d;
-    netvm_status_t st = t->base.up.lookup(t->base.up.arg, c->small_got ? name : NULL, c->h.slot, c->h.key, &d);
-    struct nv_tcp_hdr h = { .kind = NV_TCP_IMPORT_RESP, .req_id = c->h.req_id, .status = (uint16_t)st };
-    if (st == NETVM_OK) {
-        h.slot = d.slot;
-        h.key = d.key;
-        h.len = d.len;
-        h.operand = d.rights;
+    struct nv_tcp_hdr *h = &c->h;
+    c->dst = NULL;
+    c->in_serve = 0;
+    c->answer_token = NULL;
+    switch (h->kind) {
+    case NV_TCP_PUT: {
+        uint64_t addr = 0;
+        netvm_status_t st = check_access(c, h, NETVM_WRITE, &addr);
+        if (st == NETVM_OK && c->frame_status == NETVM_OK) {
+            c->dst = (uint8_t *)(uintptr_t)addr;
+            c->frame_addr = addr;
+            c->in_serve = 1;    /* the section ends at the frame's end */
+        } else {
+            serve_end(c);
+        }
+        if (c->frame_status == NETVM_OK)
+            c->frame_status = st;
+        break;
     }
-    tcp_queue_reply(c, &h, NULL, 0, 0, -1, NULL);
+    case NV_TCP_GET_RESP: {
+        struct tcp_pending *p;
+        c->answer_token = claim_answer(c, h, &p);
+        if (c->answer_token && h->status == NETVM_OK) {
+            if (h->len != p->len) {
+                complete(c, c->answer_token, NETVM_ERR_SYS);
+                c->answer_token = NULL;
+                tcp_conn_fail(c, "GET answer of the wrong length");
+                return;
+            }
+            if (c->frame_status == NETVM_OK)
+                c->dst = p->dst;
+        }
+        if (c->frame_status == NETVM_OK)
+            c->frame_status = (netvm_status_t)h->status;
+        break;
+    }
+    case NV_TCP_AM: {
+        memset(&c->amrx, 0, sizeof c->amrx);
+        int hl = am_header(c, have, nhave, h->len, &c->amrx);
+        if (hl < 0)
+            return;
+        /* the header is consumed here; the payload follows */
+        have += hl;
+        nhave -= (size_t)hl;
+        if (c->frame_status != NETVM_OK)
+            break;   /* the sender's memory failed it: nobody sees it */
+        c->t->base.up.am(c->t->base.up.arg, &c->amrx);
+        c->dst = c->amrx.dst;
+        break;
+    }
+    default:
+        tcp_conn_fail(c, "a frame of this kind cannot be this long");
+        return;
+    }
+    /* what came with the header */
+    if (c->dst && nhave) {
+        if (nv_guarded_copy(c->dst, have, nhave) != 0) {
+            c->frame_status = NETVM_ERR_FAULT;
+            c->dst = NULL;
+        } else {
+            c->dst += nhave;
+        }
+    }
 }
 
-void tcp_frame_end(struct tcp_conn *c)
+void tcp_frame_end(struct tcp_conn *c, netvm_status_t landed)
 {
-    struct tcp_link *t = c->link;
-    switch (c->h.kind) {
+    struct nv_tcp_hdr *h = &c->h;
+    netvm_status_t st = c->frame_status != NETVM_OK ? c->frame_status : landed;
+    switch (h->kind) {
     case NV_TCP_PUT:
         if (c->in_serve) {
             c->in_serve = 0;
             serve_end(c);
         }
-        if (c->frame_status == NETVM_OK) {
-            /* the payload is in place: the target's NIC work */
-            struct nv_note note = { .flags = (c->h.flags & NV_TCP_F_NOTIFY) ? NV_NOTE_COMPLETER : 0,
-                                    .tag = c->h.operand };
-            tcp_write_done(c, c->frame_addr, c->h.len, &note);
-        }
-        if (c->h.flags & NV_TCP_F_ACK)
-            reply(c, NV_TCP_PUT_ACK, c->h.req_id, c->frame_status);
-        else if (c->frame_status != NETVM_OK && c->first_err == NETVM_OK)
-            c->first_err = c->frame_status;   /* reported by the next FLUSH */
+        put_done(c, h, st, c->frame_addr);
         break;
-    case NV_TCP_PUT_ACK:
     case NV_TCP_GET_RESP:
-    case NV_TCP_FLUSH_ACK:
-    case NV_TCP_IMPORT_RESP: {
         if (c->answer_token)
-            t->base.up.complete(t->base.up.arg, c->answer_token, c->frame_status);
+            complete(c, c->answer_token, st);
         break;
-    }
     case NV_TCP_AM:
-        t->base.up.am(t->base.up.arg, c->rank, c->small, NV_AM_SIZE);
-        break;
-    case NV_TCP_IMPORT:
-        end_import(c);
+        if (c->amrx.cookie)
+            c->t->base.up.am_end(c->t->base.up.arg, &c->amrx, st);
         break;
     default:
         break;
     }
+    c->answer_token = NULL;
+    c->dst = NULL;
+    c->frame_status = NETVM_OK;
 }

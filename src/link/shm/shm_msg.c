@@ -1,0 +1,377 @@
+/* The shm link's messages: records in the receiver's ring (a few stores and
+ * no system call unless the receiver sleeps), payloads too large for the
+ * ring left with the sender and copied by the receiver with
+ * process_vm_readv (rendezvous: one copy, no bounce buffer), and records
+ * that must not wait parked in a per-peer spill list until the ring has
+ * room. */
+#define _GNU_SOURCE
+#include "link/shm/shm_priv.h"
+#include "util/log.h"
+#include "util/random.h"
+#include "wire/endian.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void shm_ring_doorbell(struct shm_peer *pe)
+{
+    struct nv_shm_hdr *h = pe->hdr;
+    /* the push above and these loads are ordered by the fence, pairing with
+     * the consumer's store to sleeping and its re-check of the ring */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&h->sleeping, memory_order_relaxed) &&
+        !atomic_load_explicit(&h->pollers, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&h->rung, 1, memory_order_acq_rel)) {
+        uint64_t one = 1;
+        ssize_t n = write(pe->doorbell, &one, sizeof one);
+        (void)n;   /* EAGAIN: the counter is already nonzero, the sleeper wakes anyway */
+    }
+}
+
+/* --- the spill list ------------------------------------------------------------- */
+
+static int spill(struct shm_link *s, struct shm_peer *pe, const uint8_t *a, size_t alen, const void *b, size_t blen)
+{
+    struct shm_spill *sp = malloc(sizeof *sp + alen + blen);
+    if (!sp)
+        return -1;
+    sp->next = NULL;
+    sp->len = alen + blen;
+    memcpy(sp->data, a, alen);
+    if (blen)
+        memcpy(sp->data + alen, b, blen);
+    pthread_mutex_lock(&pe->spill_lock);
+    if (pe->spill_tail)
+        pe->spill_tail->next = sp;
+    else
+        pe->spill_head = sp;
+    pe->spill_tail = sp;
+    if (atomic_fetch_add(&pe->nspill, 1) == 0)
+        atomic_fetch_add(&s->spilling, 1);
+    pthread_mutex_unlock(&pe->spill_lock);
+    return 0;
+}
+
+/* Move what a peer's spill list holds into its ring, in order. */
+static void drain_spill(struct shm_link *s, struct shm_peer *pe)
+{
+    pthread_mutex_lock(&pe->spill_lock);
+    struct nv_mpsc q = nv_shm_ring_view(pe->hdr);
+    int moved = 0;
+    while (pe->spill_head && !atomic_load(&pe->dead)) {
+        struct shm_spill *sp = pe->spill_head;
+        if (nv_mpsc_push_bytes(&q, sp->data, sp->len, NULL, 0) != 0)
+            break;
+        pe->spill_head = sp->next;
+        if (!pe->spill_head)
+            pe->spill_tail = NULL;
+        free(sp);
+        moved = 1;
+        if (atomic_fetch_sub(&pe->nspill, 1) == 1)
+            atomic_fetch_sub(&s->spilling, 1);
+    }
+    pthread_mutex_unlock(&pe->spill_lock);
+    if (moved)
+        shm_ring_doorbell(pe);
+}
+
+void shm_spill_free(struct shm_peer *pe)
+{
+    pthread_mutex_lock(&pe->spill_lock);
+    struct shm_spill *sp = pe->spill_head;
+    pe->spill_head = pe->spill_tail = NULL;
+    pthread_mutex_unlock(&pe->spill_lock);
+    while (sp) {
+        struct shm_spill *n = sp->next;
+        free(sp);
+        sp = n;
+    }
+}
+
+static void drain_all_spills(struct shm_link *s)
+{
+    if (!atomic_load_explicit(&s->spilling, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&s->peers_lock);
+    for (struct shm_peer *pe = s->peers; pe; pe = pe->next)
+        if (atomic_load(&pe->nspill))
+            drain_spill(s, pe);
+    pthread_mutex_unlock(&s->peers_lock);
+}
+
+/* Put a record (a, then b) into pe's ring. wait: the caller may wait for
+ * room (it keeps our own ring moving meanwhile, so two processes filling
+ * each other's rings never wedge); else it spills. */
+static netvm_status_t push(struct shm_link *s, struct shm_peer *pe, const uint8_t *a, size_t alen,
+                           const void *b, size_t blen, int wait)
+{
+    struct nv_mpsc q = nv_shm_ring_view(pe->hdr);
+    if (!atomic_load_explicit(&pe->nspill, memory_order_acquire)) {
+        for (unsigned spins = 0;; spins++) {
+            int rc = nv_mpsc_push_bytes(&q, a, alen, b, blen);
+            if (rc == 0) {
+                shm_ring_doorbell(pe);
+                return NETVM_OK;
+            }
+            if (rc == -2)
+                return NETVM_ERR_INVAL;
+            if (atomic_load(&pe->dead) || (spins % 1024 == 1023 && s->base.ops->peer_dead(&s->base, pe->lp)))
+                return NETVM_ERR_PEER;
+            if (!wait)
+                break;
+            shm_poll(&s->base, NULL);
+            shm_ring_doorbell(pe);
+            if (spins > 64)
+                sched_yield();
+        }
+    } else if (wait) {
+        /* records spilled before must leave first */
+        drain_spill(s, pe);
+        if (!atomic_load(&pe->nspill))
+            return push(s, pe, a, alen, b, blen, wait);
+    }
+    if (spill(s, pe, a, alen, b, blen) != 0)
+        return NETVM_ERR_NOMEM;
+    return NETVM_OK;
+}
+
+static size_t prefix(uint8_t *out, unsigned kind, uint32_t src)
+{
+    out[0] = (uint8_t)kind;
+    out[1] = out[2] = out[3] = 0;
+    nv_put32(out + 4, src);
+    return SHM_REC_PREFIX;
+}
+
+/* --- rendezvous ----------------------------------------------------------------------- */
+
+static int rndv_alloc(struct shm_link *s, struct shm_peer *pe, void *token, uint32_t id, void *copy,
+                      uint64_t *cookie)
+{
+    pthread_mutex_lock(&s->rndv_lock);
+    uint32_t i = 0;
+    while (i < s->nrndv && s->rndv[i].pe)
+        i++;
+    if (i == s->nrndv) {
+        uint32_t n = s->nrndv ? s->nrndv * 2 : 16;
+        struct shm_rndv *v = realloc(s->rndv, n * sizeof *v);
+        if (!v) {
+            pthread_mutex_unlock(&s->rndv_lock);
+            return -1;
+        }
+        memset(v + s->nrndv, 0, (n - s->nrndv) * sizeof *v);
+        s->rndv = v;
+        s->nrndv = n;
+    }
+    struct shm_rndv *r = &s->rndv[i];
+    r->pe = pe;
+    r->token = token;
+    r->id = id;
+    r->copy = copy;
+    /* a cookie the receiver can only echo: no peer completes another's send */
+    r->cookie = ++s->rndv_seq ^ ((uint64_t)(uintptr_t)r << 17) ^ ((uint64_t)getpid() << 40);
+    *cookie = r->cookie;
+    pthread_mutex_unlock(&s->rndv_lock);
+    return (int)i;
+}
+
+static void rndv_done(struct shm_link *s, struct shm_peer *pe, uint32_t slot, uint64_t cookie, netvm_status_t st)
+{
+    pthread_mutex_lock(&s->rndv_lock);
+    struct shm_rndv r = { 0 };
+    if (slot < s->nrndv && s->rndv[slot].pe == pe && s->rndv[slot].cookie == cookie) {
+        r = s->rndv[slot];
+        s->rndv[slot].pe = NULL;
+    }
+    pthread_mutex_unlock(&s->rndv_lock);
+    if (!r.pe) {
+        nv_warn("shm link: a rendezvous completion from peer %d matches no send: dropped", pe->lp->id);
+        return;
+    }
+    free(r.copy);
+    if (r.token)
+        s->base.up.complete(s->base.up.arg, r.token, st);
+}
+
+/* A peer that is gone will never copy what waits for it. */
+void shm_rndv_fail_peer(struct shm_link *s, struct shm_peer *pe)
+{
+    for (;;) {
+        pthread_mutex_lock(&s->rndv_lock);
+        struct shm_rndv r = { 0 };
+        for (uint32_t i = 0; i < s->nrndv && !r.pe; i++)
+            if (s->rndv[i].pe == pe) {
+                r = s->rndv[i];
+                s->rndv[i].pe = NULL;
+            }
+        pthread_mutex_unlock(&s->rndv_lock);
+        if (!r.pe)
+            return;
+        free(r.copy);
+        if (r.token)
+            s->base.up.complete(s->base.up.arg, r.token, NETVM_ERR_PEER);
+    }
+}
+
+netvm_status_t shm_am_send(struct nv_link *l, struct nv_lpeer *lp, const uint8_t *hdr, size_t hlen,
+                           const void *payload, size_t plen, unsigned flags, void *token, uint32_t id)
+{
+    struct shm_link *s = shm_of(l);
+    struct shm_peer *pe = shm_peer_of(lp);
+    if (!pe || atomic_load_explicit(&pe->dead, memory_order_relaxed))
+        return NETVM_ERR_PEER;
+    int wait = !(flags & NV_AMS_REPLY);
+    uint8_t rec[SHM_REC_PREFIX + SHM_RNDV_DESC + NV_AM_HDR_MAX];
+    if (plen <= s->p.eager) {
+        size_t n = prefix(rec, SHM_REC_AM, lp->remote_id);
+        memcpy(rec + n, hdr, hlen);
+        return push(s, pe, rec, n + hlen, payload, plen, wait);
+    }
+    /* rendezvous: the receiver copies the payload from here */
+    void *copy = NULL;
+    const void *from = payload;
+    if (flags & NV_AMS_COPY) {
+        copy = malloc(plen);
+        if (!copy)
+            return NETVM_ERR_NOMEM;
+        memcpy(copy, payload, plen);
+        from = copy;
+        token = NULL;
+    } else if (!token) {
+        return NETVM_ERR_INVAL;
+    }
+    uint64_t cookie;
+    int slot = rndv_alloc(s, pe, token, id, copy, &cookie);
+    if (slot < 0) {
+        free(copy);
+        return NETVM_ERR_NOMEM;
+    }
+    size_t n = prefix(rec, SHM_REC_AM_RNDV, lp->remote_id);
+    nv_put64(rec + n, (uint64_t)(uintptr_t)from);
+    nv_put32(rec + n + 8, (uint32_t)slot);
+    nv_put32(rec + n + 12, 0);
+    nv_put64(rec + n + 16, cookie);
+    n += SHM_RNDV_DESC;
+    memcpy(rec + n, hdr, hlen);
+    netvm_status_t st = push(s, pe, rec, n + hlen, NULL, 0, wait);
+    if (st != NETVM_OK) {
+        pthread_mutex_lock(&s->rndv_lock);
+        s->rndv[slot].pe = NULL;
+        pthread_mutex_unlock(&s->rndv_lock);
+        free(copy);
+        return st;
+    }
+    return copy ? NETVM_OK : NV_LINK_PENDING;
+}
+
+/* --- receiving ------------------------------------------------------------------------- */
+
+static void answer_rndv(struct shm_link *s, struct shm_peer *pe, uint32_t slot, uint64_t cookie, netvm_status_t st)
+{
+    uint8_t rec[SHM_REC_PREFIX + SHM_RNDV_DONE];
+    size_t n = prefix(rec, SHM_REC_RNDV_DONE, pe->lp->remote_id);
+    nv_put32(rec + n, slot);
+    nv_put16(rec + n + 4, (uint16_t)st);
+    nv_put16(rec + n + 6, 0);
+    nv_put64(rec + n + 8, cookie);
+    if (push(s, pe, rec, sizeof rec, NULL, 0, 0) != NETVM_OK)
+        nv_debug("shm link: rendezvous completion to peer %d dropped: it is gone", pe->lp->id);
+}
+
+static void take_am(struct shm_link *s, struct nv_lpeer *from, const uint8_t *body, size_t len, int rndv)
+{
+    struct shm_peer *pe = shm_peer_of(from);
+    uint64_t addr = 0, cookie = 0;
+    uint32_t slot = 0;
+    if (rndv) {
+        if (len < SHM_RNDV_DESC)
+            goto bad;
+        addr = nv_get64(body);
+        slot = nv_get32(body + 8);
+        cookie = nv_get64(body + 16);
+        body += SHM_RNDV_DESC;
+        len -= SHM_RNDV_DESC;
+    }
+    struct nv_am_rx rx = { .from = from };
+    size_t hl = nv_am_hdr_decode(body, len, &rx.h);
+    if (!hl || (rndv ? hl != len : hl + rx.h.len != len))
+        goto bad;
+    if (!rndv) {
+        rx.payload = body + hl;
+        s->base.up.am(s->base.up.arg, &rx);
+        return;
+    }
+    rx.payload = NULL;
+    s->base.up.am(s->base.up.arg, &rx);
+    netvm_status_t st = NETVM_OK;
+    if (rx.dst)
+        st = shm_cma_read(&s->base, pe, addr, rx.dst, (size_t)rx.h.len);
+    if (rx.cookie)
+        s->base.up.am_end(s->base.up.arg, &rx, st);
+    answer_rndv(s, pe, slot, cookie, st);
+    return;
+bad:
+    nv_warn("shm link: malformed message from peer %d dropped", from->id);
+}
+
+static void take_record(struct shm_link *s, const uint8_t *rec, size_t len)
+{
+    if (len < SHM_REC_PREFIX) {
+        nv_warn("shm link: a malformed record in the ring dropped");
+        return;
+    }
+    struct nv_lpeer *from = s->base.up.peer_ref(s->base.up.arg, nv_get32(rec + 4));
+    if (!from || !from->conn || from->link != &s->base) {
+        nv_debug("shm link: a message from an unknown or departed peer dropped");
+        if (from)
+            s->base.up.peer_unref(s->base.up.arg, from);
+        return;
+    }
+    const uint8_t *body = rec + SHM_REC_PREFIX;
+    size_t blen = len - SHM_REC_PREFIX;
+    switch (rec[0]) {
+    case SHM_REC_AM:
+    case SHM_REC_AM_RNDV:
+        take_am(s, from, body, blen, rec[0] == SHM_REC_AM_RNDV);
+        break;
+    case SHM_REC_RNDV_DONE: {
+        uint16_t st = blen >= SHM_RNDV_DONE ? nv_get16(body + 4) : NETVM_STATUS_COUNT;
+        if (st < NETVM_STATUS_COUNT)
+            rndv_done(s, shm_peer_of(from), nv_get32(body), nv_get64(body + 8), (netvm_status_t)st);
+        else
+            nv_warn("shm link: a malformed rendezvous completion dropped");
+        break;
+    }
+    default:
+        nv_warn("shm link: a record of unknown kind %u dropped", rec[0]);
+        break;
+    }
+    s->base.up.peer_unref(s->base.up.arg, from);
+}
+
+int shm_poll(struct nv_link *l, struct nv_lpeer *lp)
+{
+    (void)lp;   /* one ring holds every peer's messages */
+    struct shm_link *s = shm_of(l);
+    drain_all_spills(s);
+    if (!nv_shm_ring_nonempty(s->self))
+        return 0;   /* the common case of a poll loop: no locked instruction */
+    if (atomic_flag_test_and_set_explicit(&s->consuming, memory_order_acquire))
+        return 0;
+    struct nv_mpsc q = nv_shm_ring_view(s->self);
+    int n = 0;
+    size_t len;
+    while ((len = nv_mpsc_pop_bytes(&q, s->rxbuf, s->rxcap)) != 0) {
+        n++;
+        if (len == SIZE_MAX) {
+            nv_warn("shm link: a malformed record in the ring dropped");
+            continue;
+        }
+        take_record(s, s->rxbuf, len);
+    }
+    atomic_flag_clear_explicit(&s->consuming, memory_order_release);
+    return n;
+}

@@ -1,0 +1,192 @@
+/* A tcp connection's life: creation, the socket's settings, its place in
+ * core's epoll set, ownership, failure and release. */
+#define _GNU_SOURCE
+#include "link/tcp/tcp_priv.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* The connection whose receive path this thread is running (handlers it
+ * calls may send on it). */
+static _Thread_local struct tcp_conn *owned_here;
+
+int tcp_tune_socket(int fd, int timeout_ms)
+{
+    int one = 1;
+    /* small frames must not wait for Nagle */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* an unreachable peer: the kernel gives up after NETVM_TIMEOUT */
+    unsigned uto = (unsigned)timeout_ms;
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof uto);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    int idle = timeout_ms / 2000 > 0 ? timeout_ms / 2000 : 1, cnt = 2;
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    int fl = fcntl(fd, F_GETFL);
+    return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+struct tcp_conn *tcp_conn_new(struct tcp_link *t, int fd)
+{
+    struct tcp_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->ev.link = &t->base;
+    c->t = t;
+    c->fd = fd;
+    pthread_mutex_init(&c->mail_lock, NULL);
+    return c;
+}
+
+int tcp_conn_publish(struct tcp_conn *c, unsigned events)
+{
+    struct tcp_link *t = c->t;
+    struct epoll_event ev = { .events = events, .data.ptr = &c->ev };
+    if (epoll_ctl(t->base.pfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        nv_error("tcp link: cannot watch a connection: %s", strerror(errno));
+        return -1;
+    }
+    c->interest = events;
+    pthread_mutex_lock(&t->conns_lock);
+    c->next = t->conns;
+    if (t->conns)
+        t->conns->prev = c;
+    t->conns = c;
+    c->listed = 1;
+    pthread_mutex_unlock(&t->conns_lock);
+    atomic_fetch_add(&t->nconns, 1);
+    return 0;
+}
+
+/* The buffers a connection needs once it carries traffic (a stranger in
+ * its handshake holds none of them). */
+int tcp_conn_buffers(struct tcp_conn *c)
+{
+    if (!c->stage)
+        c->stage = malloc(TCP_STAGE_CAP);
+    if (!c->tx.arena)
+        c->tx.arena = malloc(TCP_ARENA_CAP);
+    return c->stage && c->tx.arena ? 0 : -1;
+}
+
+void tcp_conn_interest(struct tcp_conn *c, unsigned events)
+{
+    if (c->interest == events || c->fd < 0)
+        return;
+    c->interest = events;
+    struct epoll_event ev = { .events = events, .data.ptr = &c->ev };
+    epoll_ctl(c->t->base.pfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+void tcp_conn_free(struct tcp_conn *c)
+{
+    if (!c)
+        return;
+    struct tcp_link *t = c->t;
+    if (c->listed) {
+        pthread_mutex_lock(&t->conns_lock);
+        if (c->prev)
+            c->prev->next = c->next;
+        else if (t->conns == c)
+            t->conns = c->next;
+        if (c->next)
+            c->next->prev = c->prev;
+        pthread_mutex_unlock(&t->conns_lock);
+        atomic_fetch_sub(&t->nconns, 1);
+        epoll_ctl(t->base.pfd, EPOLL_CTL_DEL, c->fd, NULL);
+    }
+    /* a large message landing when the connection went: its end, failed */
+    tcp_rx_abort(c);
+    if (c->fd >= 0)
+        close(c->fd);
+    tcp_tx_free(c);
+    if (c->hs) {
+        explicit_bzero(c->hs, sizeof *c->hs);
+        free(c->hs);
+    }
+    free(c->stage);
+    pthread_mutex_destroy(&c->mail_lock);
+    free(c);
+}
+
+void tcp_conn_fail(struct tcp_conn *c, const char *why)
+{
+    int prev = atomic_exchange(&c->state, CONN_DEAD);
+    if (prev == CONN_DEAD)
+        return;
+    if (!c->lp) {
+        if (prev != CONN_CONNECTING && prev != CONN_HS_WELCOME)
+            nv_warn("tcp link: closed a connection before it authenticated: %s", why);
+        return;
+    }
+    if (c->bye)
+        nv_debug("tcp link: peer %d finished", c->lp->id);
+    else
+        nv_warn("tcp link: connection to peer %d failed: %s", c->lp->id, why);
+    /* the socket stays open (its fd number cannot be reused under a thread
+     * still holding the connection) until the peer's state is freed */
+    shutdown(c->fd, SHUT_RDWR);
+    tcp_conn_interest(c, 0);
+    atomic_store(&c->lp->down, 1);
+    c->t->base.up.peer_down(c->t->base.up.arg, c->lp, c->bye);
+}
+
+int tcp_owned_here(struct tcp_conn *c) { return owned_here == c; }
+
+int tcp_own(struct tcp_conn *c)
+{
+    if (owned_here == c)
+        return 0;
+    int free_ = 0;
+    if (!atomic_compare_exchange_strong_explicit(&c->lock, &free_, 1, memory_order_acquire, memory_order_relaxed))
+        return -1;
+    return 0;
+}
+
+void tcp_own_wait(struct tcp_conn *c)
+{
+    for (unsigned spins = 0; tcp_own(c) != 0; spins++) {
+        if (spins > 128)
+            sched_yield();
+        else
+            nv_cpu_relax();
+    }
+}
+
+void tcp_release(struct tcp_conn *c)
+{
+    if (owned_here == c)
+        return;   /* the outer owner lets go */
+    for (;;) {
+        if (atomic_load_explicit(&c->mail_n, memory_order_acquire)) {
+            tcp_take_mail(c);
+            if (atomic_load(&c->state) == CONN_READY)
+                tcp_tx_push(c);
+        }
+        atomic_store_explicit(&c->lock, 0, memory_order_release);
+        /* mail left after our look: whoever owns it next sends it */
+        if (!atomic_load_explicit(&c->mail_n, memory_order_seq_cst) || tcp_own(c) != 0)
+            return;
+    }
+}
+
+/* Run fn with c marked as this thread's (handlers it calls may send on c). */
+int tcp_rx_owned(struct tcp_conn *c, int (*fn)(struct tcp_conn *))
+{
+    struct tcp_conn *was = owned_here;
+    owned_here = c;
+    int n = fn(c);
+    owned_here = was;
+    return n;
+}

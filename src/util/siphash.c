@@ -1,0 +1,57 @@
+#include "util/siphash.h"
+
+#include <string.h>
+
+static inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+static inline uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+#define ROUND(v0, v1, v2, v3) do { \
+    v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32); \
+    v2 += v3; v3 = rotl(v3, 16); v3 ^= v2; \
+    v0 += v3; v3 = rotl(v3, 21); v3 ^= v0; \
+    v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32); \
+} while (0)
+
+uint64_t nv_siphash(const uint8_t key[16], const void *data, size_t len)
+{
+    const uint8_t *in = data;
+    uint64_t k0 = le64(key), k1 = le64(key + 8);
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ull, v1 = k1 ^ 0x646f72616e646f6dull;
+    uint64_t v2 = k0 ^ 0x6c7967656e657261ull, v3 = k1 ^ 0x7465646279746573ull;
+    size_t full = len & ~(size_t)7;
+    for (size_t i = 0; i < full; i += 8) {
+        uint64_t m = le64(in + i);
+        v3 ^= m;
+        ROUND(v0, v1, v2, v3);
+        ROUND(v0, v1, v2, v3);
+        v0 ^= m;
+    }
+    uint8_t last[8] = { 0 };
+    memcpy(last, in + full, len - full);
+    uint64_t b = (uint64_t)len << 56 | le64(last);
+    v3 ^= b;
+    ROUND(v0, v1, v2, v3);
+    ROUND(v0, v1, v2, v3);
+    v0 ^= b;
+    v2 ^= 0xff;
+    for (int i = 0; i < 4; i++)
+        ROUND(v0, v1, v2, v3);
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t nv_siphash2(const uint8_t key[16], uint64_t a, uint64_t b)
+{
+    uint8_t buf[16];
+    for (int i = 0; i < 8; i++) {
+        buf[i] = (uint8_t)(a >> (8 * i));
+        buf[8 + i] = (uint8_t)(b >> (8 * i));
+    }
+    return nv_siphash(key, buf, sizeof buf);
+}
