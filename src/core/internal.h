@@ -23,6 +23,9 @@ struct nv_uuid_slot {
     uint32_t index;
 };
 
+/* links a context can use at once: shm, tcp, and room for an RDMA link */
+#define NV_MAX_LINKS 3
+
 struct netvm_seg {
     netvm_ctx_t *ctx;
     uint32_t     slot;
@@ -32,6 +35,7 @@ struct netvm_seg {
     unsigned     rights;
     int          memfd;       /* netvm_alloc_shared: the backing memfd, else -1 */
     size_t       map_len;     /* netvm_alloc_shared: our mapping's length */
+    void        *mr[NV_MAX_LINKS];   /* each link's registration (NV_LCAP_REGISTER), by link index */
     int          name_set;
     char         name[64];
     struct netvm_seg *next, *prev;
@@ -186,7 +190,7 @@ struct netvm_ctx {
     uint8_t          token_key[16];   /* keys reply and payload tokens */
     struct nv_link  *shm;        /* this machine's peers, and ourselves */
     struct nv_link  *tcp;        /* other machines' peers, listeners (NETVM_LINKS=tcp: every other peer) */
-    struct nv_link  *links[2];   /* those in use, for progress */
+    struct nv_link  *links[NV_MAX_LINKS];   /* those in use, by index; added under seg_lock */
     _Atomic int      nlinks;     /* grows once: tcp opened when first needed */
     int              links_mode; /* NETVM_LINKS */
     struct nv_atu    atu;
@@ -299,6 +303,9 @@ netvm_status_t nv_links_job_accept(netvm_ctx_t *ctx, int rank, struct nv_lpeer *
 void           nv_links_job_ready(netvm_ctx_t *ctx, netvm_status_t st);
 void          *nv_job_cookie(void);
 void           nv_links_destroy(netvm_ctx_t *ctx);
+/* seg.c: take link l into use: every exported segment is registered with it
+ * (NV_LCAP_REGISTER) and published to it, then it joins ctx->links. */
+netvm_status_t nv_links_add(netvm_ctx_t *ctx, struct nv_link *l);
 const char    *nv_link_name(const netvm_ctx_t *ctx, int peer);
 
 /* peer.c */

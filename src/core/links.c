@@ -19,6 +19,7 @@
 #include "util/time.h"
 
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <strings.h>
 
@@ -50,7 +51,7 @@ static struct nv_link_upcalls upcalls(netvm_ctx_t *ctx);
 
 /* The tcp link, opened at init for a job that may span machines, or when
  * the context first listens or connects. */
-netvm_status_t nv_links_open_tcp(netvm_ctx_t *ctx, int job_listen, struct nv_tcp_card *card)
+static netvm_status_t open_tcp_locked(netvm_ctx_t *ctx, int job_listen, struct nv_tcp_card *card)
 {
     if (ctx->tcp)
         return NETVM_OK;
@@ -68,10 +69,26 @@ netvm_status_t nv_links_open_tcp(netvm_ctx_t *ctx, int job_listen, struct nv_tcp
     netvm_status_t st = nv_tcp_link_open(&l, ctx->pfd, &tp, &up, card ? card : &unused);
     if (st != NETVM_OK)
         return st;
-    ctx->links[ctx->nlinks] = l;
+    if ((st = nv_links_add(ctx, l)) != NETVM_OK) {
+        l->ops->destroy(l);
+        return st;
+    }
     __atomic_store_n(&ctx->tcp, l, __ATOMIC_RELEASE);
-    atomic_store(&ctx->nlinks, ctx->nlinks + 1);
     return NETVM_OK;
+}
+
+/* Opening is rare (once per context): one process-wide lock keeps two
+ * threads that listen or connect at once from opening two. */
+static pthread_mutex_t tcp_open_lock = PTHREAD_MUTEX_INITIALIZER;
+
+netvm_status_t nv_links_open_tcp(netvm_ctx_t *ctx, int job_listen, struct nv_tcp_card *card)
+{
+    if (__atomic_load_n(&ctx->tcp, __ATOMIC_ACQUIRE))
+        return NETVM_OK;
+    pthread_mutex_lock(&tcp_open_lock);
+    netvm_status_t st = open_tcp_locked(ctx, job_listen, card);
+    pthread_mutex_unlock(&tcp_open_lock);
+    return st;
 }
 
 static struct nv_lpeer *peer_ref_upcall(void *arg, uint32_t id)
@@ -107,9 +124,7 @@ netvm_status_t nv_links_open(netvm_ctx_t *ctx, const void *shm_params, int timeo
     st = nv_shm_link_open(&ctx->shm, ctx->pfd, shm_params, &up, &unused);
     if (st != NETVM_OK)
         return st;
-    ctx->links[0] = ctx->shm;
-    ctx->nlinks = 1;
-    return NETVM_OK;
+    return nv_links_add(ctx, ctx->shm);
 }
 
 /* --- the job's ranks ------------------------------------------------------------- */
@@ -218,13 +233,15 @@ netvm_status_t nv_links_connect_job(netvm_ctx_t *ctx)
 
 void nv_links_destroy(netvm_ctx_t *ctx)
 {
-    struct nv_link *tcp = ctx->tcp, *shm = ctx->shm;
+    int n = ctx->nlinks;
     ctx->nlinks = 0;
     ctx->tcp = ctx->shm = NULL;
-    if (tcp)
-        tcp->ops->destroy(tcp);
-    if (shm)
-        shm->ops->destroy(shm);
+    /* the last opened first: shm, the first, carries this process's own endpoint */
+    while (n > 0) {
+        struct nv_link *l = ctx->links[--n];
+        ctx->links[n] = NULL;
+        l->ops->destroy(l);
+    }
 }
 
 const char *nv_link_name(const netvm_ctx_t *ctx, int peer)

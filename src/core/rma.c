@@ -398,6 +398,10 @@ static netvm_status_t drain_peer(netvm_ctx_t *ctx, struct nv_peer *p, int remote
 {
     struct nv_link *l = p->lp.link;
     netvm_status_t s = NETVM_OK;
+    /* a link that does not keep issue order gets its fences as flushes
+     * (the one place core makes up for missing ordering) */
+    if (l && !(l->ops->caps.flags & NV_LCAP_ORDERED))
+        remote = 1;
     if (atomic_load(&p->dead) || !l) {
         s = all ? NETVM_OK : NETVM_ERR_PEER;   /* a dead peer does not fail a flush of everyone */
     } else if (l->ops->caps.flags & NV_LCAP_SYNC) {

@@ -53,6 +53,67 @@ netvm_status_t nv_lookup_segment(netvm_ctx_t *ctx, const char *name, uint32_t sl
     return st;
 }
 
+static struct nv_seg_desc desc_of(const struct netvm_seg *s, void *mr)
+{
+    struct nv_seg_desc d = { .slot = s->slot, .key = s->key, .addr = (uintptr_t)s->addr,
+                             .len = s->len, .rights = s->rights, .memfd = s->memfd,
+                             .name = s->name_set ? s->name : NULL, .mr = mr };
+    return d;
+}
+
+/* Undo attach_link for link i (after the segment's accesses are fenced). */
+static void detach_link(netvm_ctx_t *ctx, struct netvm_seg *s, int i)
+{
+    struct nv_link *l = ctx->links[i];
+    if (s->mr[i] && l->ops->mem_dereg)
+        l->ops->mem_dereg(l, s->mr[i]);
+    s->mr[i] = NULL;
+}
+
+/* Make segment s known to link l (index i): registered first where the link
+ * needs it, then published. Caller holds seg_lock. */
+static netvm_status_t attach_link(netvm_ctx_t *ctx, struct netvm_seg *s, struct nv_link *l, int i)
+{
+    (void)ctx;
+    netvm_status_t st;
+    s->mr[i] = NULL;
+    if ((l->ops->caps.flags & NV_LCAP_REGISTER) && l->ops->mem_reg) {
+        st = l->ops->mem_reg(l, s->addr, s->len, s->rights, &s->mr[i]);
+        if (st != NETVM_OK) {
+            nv_error("the %s link could not register the segment of %zu bytes at %p: %s",
+                     l->ops->name, s->len, s->addr, netvm_strerror(st));
+            s->mr[i] = NULL;
+            return st;
+        }
+    }
+    struct nv_seg_desc d = desc_of(s, s->mr[i]);
+    st = l->ops->seg_publish(l, &d);
+    if (st != NETVM_OK && s->mr[i]) {
+        l->ops->mem_dereg(l, s->mr[i]);
+        s->mr[i] = NULL;
+    }
+    return st;
+}
+
+/* Revoke s on the first n links and the ATU, wait for accesses under way,
+ * then drop the links' registrations. */
+static void withdraw(netvm_ctx_t *ctx, struct netvm_seg *s, int n)
+{
+    /* refuse new accesses everywhere first (the links' own tables, then the
+     * ATU), so no initiator sees the segment revoked on one path and live on
+     * another; then wait for the accesses under way: those this process
+     * serves, then each link's (shm: peers' direct accesses; tcp: frames);
+     * only then may a registration go */
+    for (int i = 0; i < n; i++)
+        ctx->links[i]->ops->seg_revoke(ctx->links[i], s->slot);
+    nv_atu_revoke(&ctx->atu, s->slot);
+    for (int i = 0; i < n; i++)
+        ctx->links[i]->ops->seg_fence(ctx->links[i], s->slot);
+    for (int i = 0; i < n; i++)
+        detach_link(ctx, s, i);
+    nv_atu_release(&ctx->atu, s->slot);
+}
+
 static netvm_status_t publish(netvm_ctx_t *ctx, void *addr, size_t len, unsigned rights,
                               const char *name, int memfd, size_t map_len, netvm_seg_t **out)
 {
@@ -62,8 +123,6 @@ static netvm_status_t publish(netvm_ctx_t *ctx, void *addr, size_t len, unsigned
         return NETVM_ERR_INVAL;
     if ((uintptr_t)addr + len < (uintptr_t)addr)
         return NETVM_ERR_INVAL;
-    if (name && find_by_name(ctx, name))
-        return NETVM_ERR_EXISTS;
     struct netvm_seg *s = calloc(1, sizeof *s);
     if (!s)
         return NETVM_ERR_NOMEM;
@@ -71,11 +130,6 @@ static netvm_status_t publish(netvm_ctx_t *ctx, void *addr, size_t len, unsigned
     if (s->key == 0) {
         free(s);
         return NETVM_ERR_SYS;
-    }
-    netvm_status_t st = nv_atu_alloc(&ctx->atu, &s->slot);
-    if (st != NETVM_OK) {
-        free(s);
-        return st;
     }
     s->ctx = ctx;
     s->addr = addr;
@@ -87,28 +141,63 @@ static netvm_status_t publish(netvm_ctx_t *ctx, void *addr, size_t len, unsigned
         strcpy(s->name, name);
         s->name_set = 1;
     }
-    nv_atu_set(&ctx->atu, s->slot, s->key, (uintptr_t)addr, len, rights, s);
-    struct nv_seg_desc d = { .slot = s->slot, .key = s->key, .addr = (uintptr_t)addr, .len = len,
-                             .rights = rights, .memfd = memfd, .name = name };
-    for (int i = 0; i < ctx->nlinks && st == NETVM_OK; i++)
-        st = ctx->links[i]->ops->seg_publish(ctx->links[i], &d);
+    /* seg_lock from the name check to the list: two threads exporting one
+     * name cannot both succeed, and a link added meanwhile (nv_links_add)
+     * sees the segment either in the list or in ctx->links' count */
+    pthread_mutex_lock(&ctx->seg_lock);
+    netvm_status_t st = name && find_by_name(ctx, name) ? NETVM_ERR_EXISTS : nv_atu_alloc(&ctx->atu, &s->slot);
     if (st != NETVM_OK) {
-        nv_atu_revoke(&ctx->atu, s->slot);
-        for (int i = 0; i < ctx->nlinks; i++) {
-            ctx->links[i]->ops->seg_revoke(ctx->links[i], s->slot);
-            ctx->links[i]->ops->seg_fence(ctx->links[i], s->slot);
-        }
-        nv_atu_release(&ctx->atu, s->slot);
+        pthread_mutex_unlock(&ctx->seg_lock);
         free(s);
         return st;
     }
-    pthread_mutex_lock(&ctx->seg_lock);
+    nv_atu_set(&ctx->atu, s->slot, s->key, (uintptr_t)addr, len, rights, s);
+    int n = 0;
+    while (n < ctx->nlinks && (st = attach_link(ctx, s, ctx->links[n], n)) == NETVM_OK)
+        n++;
+    if (st != NETVM_OK) {
+        /* the link that failed holds nothing; the ones before it do */
+        withdraw(ctx, s, n);
+        pthread_mutex_unlock(&ctx->seg_lock);
+        free(s);
+        return st;
+    }
     s->next = ctx->segs;
     if (ctx->segs)
         ctx->segs->prev = s;
     ctx->segs = s;
     pthread_mutex_unlock(&ctx->seg_lock);
     *out = s;
+    return NETVM_OK;
+}
+
+netvm_status_t nv_links_add(netvm_ctx_t *ctx, struct nv_link *l)
+{
+    pthread_mutex_lock(&ctx->seg_lock);
+    int i = ctx->nlinks;
+    if (i == NV_MAX_LINKS) {
+        pthread_mutex_unlock(&ctx->seg_lock);
+        return NETVM_ERR_NOMEM;
+    }
+    netvm_status_t st = NETVM_OK;
+    struct netvm_seg *s;
+    for (s = ctx->segs; s && st == NETVM_OK; s = s->next)
+        if ((st = attach_link(ctx, s, l, i)) != NETVM_OK)
+            break;
+    if (st != NETVM_OK) {
+        /* nothing uses l yet: no access to fence, only the registrations */
+        for (struct netvm_seg *t = ctx->segs; t != s; t = t->next) {
+            l->ops->seg_revoke(l, t->slot);
+            if (t->mr[i] && l->ops->mem_dereg)
+                l->ops->mem_dereg(l, t->mr[i]);
+            t->mr[i] = NULL;
+        }
+        pthread_mutex_unlock(&ctx->seg_lock);
+        return st;
+    }
+    ctx->links[i] = l;
+    atomic_store(&ctx->nlinks, i + 1);
+    pthread_mutex_unlock(&ctx->seg_lock);
     return NETVM_OK;
 }
 
@@ -161,17 +250,9 @@ netvm_status_t netvm_unexport(netvm_seg_t *s)
         ctx->segs = s->next;
     if (s->next)
         s->next->prev = s->prev;
+    int n = ctx->nlinks;   /* a link added from now on never saw s */
     pthread_mutex_unlock(&ctx->seg_lock);
-    /* refuse new accesses everywhere first (the links' own tables, then the
-     * ATU), so no initiator sees the segment revoked on one path and live on
-     * another; then wait for the accesses under way: those this process
-     * serves, then each link's (shm: peers' direct accesses; tcp: frames) */
-    for (int i = 0; i < ctx->nlinks; i++)
-        ctx->links[i]->ops->seg_revoke(ctx->links[i], s->slot);
-    nv_atu_revoke(&ctx->atu, s->slot);
-    for (int i = 0; i < ctx->nlinks; i++)
-        ctx->links[i]->ops->seg_fence(ctx->links[i], s->slot);
-    nv_atu_release(&ctx->atu, s->slot);
+    withdraw(ctx, s, n);
     if (s->memfd >= 0) {
         munmap(s->addr, s->map_len);
         close(s->memfd);

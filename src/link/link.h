@@ -75,6 +75,7 @@ struct nv_seg_desc {
     unsigned    rights;
     int         memfd;     /* >= 0: backed by this memfd (offset 0), mappable by peers */
     const char *name;      /* may be NULL */
+    void       *mr;        /* what this link's mem_reg returned for it (NV_LCAP_REGISTER), else NULL */
 };
 
 enum {

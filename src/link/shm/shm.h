@@ -37,6 +37,8 @@ struct nv_shm_params {
  * to give peers. */
 netvm_status_t nv_shm_link_open(struct nv_link **link, int pfd, const struct nv_shm_params *p,
                                 const struct nv_link_upcalls *up, struct nv_shm_card *card);
+/* What the link declares (netvm info prints it; am_eager is set at open). */
+const struct nv_link_ops *nv_shm_link_ops(void);
 /* The card this process gives peers on its machine. */
 void           nv_shm_card_of(struct nv_link *link, struct nv_shm_card *card);
 /* Attach to the peer described by card (self: this process itself):

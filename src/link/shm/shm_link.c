@@ -61,6 +61,8 @@ static struct nv_link_ops shm_ops = {
     .destroy = shm_destroy,
 };
 
+const struct nv_link_ops *nv_shm_link_ops(void) { return &shm_ops; }
+
 /* Under Yama ptrace_scope 1 a process may only be read by its ancestors;
  * peers are siblings or strangers, so before a peer on this machine
  * attaches, each process allows any process of its user, which is the

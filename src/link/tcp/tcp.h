@@ -80,6 +80,8 @@ struct nv_tcp_hs_upcalls {
 
 netvm_status_t nv_tcp_link_open(struct nv_link **link, int pfd, const struct nv_tcp_params *p,
                                 const struct nv_link_upcalls *up, struct nv_tcp_card *card);
+/* What the link declares (netvm info prints it). */
+const struct nv_link_ops *nv_tcp_link_ops(void);
 /* Connect to job rank lp->id at card (the higher rank connects to the
  * lower); cookie goes to the ready upcall. Returns at once. */
 netvm_status_t nv_tcp_connect_job(struct nv_link *link, const struct nv_tcp_card *card, int rank, void *cookie);

@@ -426,6 +426,8 @@ static struct nv_link_ops tcp_ops = {
     .destroy = tcp_destroy,
 };
 
+const struct nv_link_ops *nv_tcp_link_ops(void) { return &tcp_ops; }
+
 /* --- opening, listening, connecting ---------------------------------------------------------- */
 
 int nv_tcp_parse_addr(const char *addr, uint32_t *ipv4, uint16_t *port)
