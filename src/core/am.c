@@ -206,20 +206,21 @@ netvm_status_t netvm_am_send(netvm_ctx_t *ctx, int peer, unsigned id, const uint
 
 static void make_token(netvm_ctx_t *ctx, struct netvm_req *q, struct nv_am_token *t)
 {
+    /* the keys are a PRF of a sequence number that never repeats in this
+     * context: a reply held back until the request slot was reused (its
+     * 16-bit generation wrapped, even) matches nothing */
     uint32_t id = nv_req_id(q);
-    uint64_t key = nv_siphash2(ctx->token_key, id, 0x63616c6cull);   /* "call" */
+    uint64_t seq = atomic_fetch_add_explicit(&ctx->call_seq, 1, memory_order_relaxed);
+    uint64_t key = nv_siphash2(ctx->token_key, (uint64_t)id << 32 | 0x63616c6cull, seq);   /* "call" */
+    if (key == 0)
+        key = 1;   /* 0 means no call */
     t->origin = ctx->uuid;
     t->call = id;
     t->key = key;
+    q->pkey = q->rcap ? nv_siphash2(ctx->token_key, (uint64_t)id << 32 | 0x7061796cull, seq) : 0;   /* "payl" */
     t->pindex = q->rcap ? 1 : 0;
-    t->pkey = q->rcap ? nv_siphash2(ctx->token_key, id, 0x7061796cull) : 0;   /* "payl" */
+    t->pkey = q->pkey;
     atomic_store_explicit(&q->key, key, memory_order_release);
-}
-
-/* The payload key a reply must carry to land in q's reply buffer. */
-uint64_t nv_am_reply_pkey(netvm_ctx_t *ctx, struct netvm_req *q)
-{
-    return nv_siphash2(ctx->token_key, nv_req_id(q), 0x7061796cull);
 }
 
 netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req *q, uint16_t handler,

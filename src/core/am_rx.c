@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t nv_am_reply_pkey(netvm_ctx_t *ctx, struct netvm_req *q);
 void     nv_am_token_to_pub(const struct nv_am_token *t, netvm_am_token_t *pub);
 
 /* What a large payload's landing needs at its end (am_end). */
@@ -90,7 +89,7 @@ static void take_reply(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *rx)
     if (!q || atomic_load_explicit(&q->key, memory_order_acquire) != t->key || t->key == 0)
         return dropped_reply(ctx, p, "unknown or stale call");
     if (h->len) {
-        if (!q->rcap || t->pindex != 1 || t->pkey != nv_am_reply_pkey(ctx, q))
+        if (!q->rcap || t->pindex != 1 || t->pkey != q->pkey)
             return dropped_reply(ctx, p, "no payload token for its payload");
     }
     if (!nv_req_claim(q))

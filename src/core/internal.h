@@ -116,6 +116,7 @@ struct netvm_req {
     netvm_rseg_t    *ev_rseg;
     /* an active-message request: the reply token's key, where its answer goes */
     _Atomic uint64_t   key;       /* published last (release): a reply that matches it sees the rest */
+    uint64_t           pkey;      /* the payload token's key for rbuf */
     netvm_am_result_t *amres;
     void              *rbuf;
     size_t             rcap;
@@ -232,6 +233,7 @@ struct netvm_ctx {
         _Atomic uint64_t sent, received, replies, dropped_replies, dropped_no_handler, deferred,
                          credit_waits;
     } am_stats;
+    _Atomic uint64_t  call_seq;  /* every request's token differs, whatever slot and generation it reuses */
 
     /* progress: the epoll set P of every link's fds; the progress thread
      * waits on Q = {P, stop}; an application thread that waits takes P
