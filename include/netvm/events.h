@@ -81,7 +81,10 @@ int            netvm_evq_poll(netvm_ctx_t *ctx, netvm_event_t *ev, int max);
  * 0: just poll). *n receives the count; NETVM_ERR_TIMEOUT if none came. */
 netvm_status_t netvm_evq_wait(netvm_ctx_t *ctx, netvm_event_t *ev, int max, int *n, int timeout_ms);
 /* A file descriptor for the caller's own poll/select/epoll loop: it becomes
- * readable when an event arrives after netvm_evq_arm. */
+ * readable when an event arrives after netvm_evq_arm. While armed it may
+ * also become readable for traffic that brings no event yet (the fd then
+ * carries the sockets netvm serves, so the caller's thread serves them):
+ * after a wake-up, poll; an empty poll is not an error, arm again. */
 int            netvm_evq_fd(netvm_ctx_t *ctx);
 /* Ask for the fd to become readable at the next event (as
  * ibv_req_notify_cq). NETVM_OK: nothing waits, sleep on the fd;
