@@ -7,6 +7,11 @@
  *             last byte of its buffer (driving progress as it polls)
  *   get_lat   blocking get, time per operation
  *   fadd_lat  blocking fetch-and-add, time per operation
+ *   am_lat    0-byte active-message round trip: netvm_am_request to a handler
+ *             that replies at once with nothing, time per request (size 0)
+ *   ptr_get_lat, ptr_fadd_lat  (mapped path only) an 8-byte load and a CPU
+ *             fetch-and-add through netvm_ptr, time per operation: the bare
+ *             load's speed beside the library calls
  *   put_bw, get_bw  windows of 32 operations then a flush; MB = 1e6 bytes
  *   add_rate  nonblocking atomic add, windows of 64 then a flush
  *   put_rate  nonblocking 8-byte put, windows of 64 then a flush
@@ -58,6 +63,7 @@
 #define NOTIFY_END  (1ull << 63)    /* notify_rate: end of a batch (value = count) */
 #define NOTIFY_STOP (1ull << 62)    /* notify_rate: no more batches */
 #define EV_BATCH 16
+#define AM_ECHO 1                   /* am_lat: the handler that answers at once */
 
 enum pp_mode { PP_PUT, PP_TRIP_SPIN, PP_TRIP_SLEEP, PP_PUTSIG };
 
@@ -137,6 +143,50 @@ static double fadd_batch(struct bench *b, int path, size_t s, size_t n)
     return now_s() - t0;
 }
 
+static double am_batch(struct bench *b, int path, size_t s, size_t n)
+{
+    (void)path;
+    (void)s;
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++)
+        OK(netvm_am_request(b->ctx, b->peer, AM_ECHO, NULL, 0, NULL, 0, NULL, 0, NULL, NULL));
+    return now_s() - t0;
+}
+
+static int am_echo(netvm_ctx_t *ctx, netvm_am_msg_t *msg, void *arg)
+{
+    (void)arg;
+    if (msg->has_token)
+        netvm_am_reply(ctx, &msg->token, NETVM_OK, NULL, 0, NULL, 0);
+    return NETVM_AM_DONE;
+}
+
+/* netvm_ptr: loads and CPU atomics straight on the peer's memory (the
+ * compiler barrier keeps each load in the loop) */
+static double ptr_get_batch(struct bench *b, int path, size_t s, size_t n)
+{
+    const uint8_t *p = netvm_ptr(b->theirs[path], 0);
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++) {
+        memcpy(b->src, p, s);
+        __asm__ __volatile__("" ::: "memory");
+    }
+    return now_s() - t0;
+}
+
+static double ptr_fadd_batch(struct bench *b, int path, size_t s, size_t n)
+{
+    (void)s;
+    uint64_t *w = netvm_ptr(b->theirs[path], 8);
+    uint64_t sum = 0;
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++)
+        sum += __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
+    double t = now_s() - t0;
+    __asm__ __volatile__("" : : "r"(sum) : "memory");
+    return t;
+}
+
 static double bw_batch(struct bench *b, int path, size_t s, size_t n, int is_put)
 {
     double t0 = now_s();
@@ -204,6 +254,11 @@ static void one_sided(struct bench *b, int path)
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         emit(b, "get_lat", path, sizes[i], "us", timed(b, get_batch, path, sizes[i], &n) * 1e6);
     emit(b, "fadd_lat", path, 8, "us", timed(b, fadd_batch, path, 8, &n) * 1e6);
+    emit(b, "am_lat", path, 0, "us", timed(b, am_batch, path, 0, &n) * 1e6);
+    if (path == 0 && netvm_ptr(b->theirs[0], 0)) {
+        emit(b, "ptr_get_lat", path, 8, "us", timed(b, ptr_get_batch, path, 8, &n) * 1e6);
+        emit(b, "ptr_fadd_lat", path, 8, "us", timed(b, ptr_fadd_batch, path, 8, &n) * 1e6);
+    }
     for (size_t i = 0; i < sizeof bw_sizes / sizeof *bw_sizes; i++)
         emit(b, "put_bw", path, bw_sizes[i], "MB/s",
              (double)bw_sizes[i] * BW_WINDOW / timed(b, put_bw_batch, path, bw_sizes[i], &n) / 1e6);
@@ -643,6 +698,7 @@ int nv_cmd_bench(int argc, char **argv)
     memset(b.mine[1], 0, MAX_SIZE + 64);
     memset(b.src, 1, MAX_SIZE);
     OK(netvm_export(b.ctx, b.mine[1], MAX_SIZE + 64, NETVM_RWA, "bench-cma", &seg[1]));
+    OK(netvm_am_register(b.ctx, AM_ECHO, am_echo, NULL));
     OK(netvm_barrier(b.ctx));
     OK(netvm_import(b.ctx, b.peer, "bench-mapped", &b.theirs[0]));
     OK(netvm_import(b.ctx, b.peer, "bench-cma", &b.theirs[1]));
