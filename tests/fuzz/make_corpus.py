@@ -211,6 +211,19 @@ streams = {
 }
 assert all(len(v) <= 4096 for v in streams.values())
 
+# frames cut short by the peer's close: the receiver must end what it began
+# (a large message's landing gets its am_end, a get's answer fails, nothing
+# is written past what arrived)
+cut_am = am_hdr(APP, (1,), ln=100000)
+cut_huge = am_hdr(APP, ln=5 << 20)
+cut = {
+    'cut_put': tcp_hdr(PUT, flags=F_ACK, req=1, slot=SLOT, key=KEY, off=0, ln=4096) + bytes(range(100)),
+    'cut_am_large': tcp_hdr(AM, ln=len(cut_am) + 100000) + cut_am + bytes(1000),
+    'cut_am_huge': tcp_hdr(AM, ln=len(cut_huge) + (5 << 20)) + cut_huge + bytes(1000),
+    'cut_get_resp': tcp_hdr(GET_RESP, req=17, ln=65536) + bytes(2000),
+}
+assert all(len(v) <= 4096 for v in cut.values())
+
 # headers only, for the frame decoder: one per kind and flag rule
 headers = {
     'hello': tcp_hdr(HELLO, ln=72),
@@ -250,4 +263,4 @@ def write_dir(d, files):
 write_dir('tcp_frame', headers)
 write_dir('am', am_messages)
 write_dir('handshake', handshake)
-write_dir('tcp_rx', {**frames, **streams})
+write_dir('tcp_rx', {**frames, **streams, **cut})
