@@ -216,6 +216,15 @@ static void make_token(netvm_ctx_t *ctx, struct netvm_req *q, struct nv_am_token
     atomic_store_explicit(&q->key, key, memory_order_release);
 }
 
+/* How a request's payload travels. Only the reply completes a request, so
+ * the link gets no request to complete when a large payload has left: it
+ * copies the payload instead (the caller may reuse it once the request
+ * completes, and a replier may answer before the payload has even left). */
+static unsigned request_flags(struct nv_peer *p, size_t len)
+{
+    return p->lp.link && is_large(p, len) ? NV_AMS_COPY : 0;
+}
+
 /* The payload key a reply must carry to land in q's reply buffer. */
 uint64_t nv_am_reply_pkey(netvm_ctx_t *ctx, struct netvm_req *q)
 {
@@ -229,7 +238,7 @@ netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req 
     fill(&h, handler, args, nargs, len);
     h.flags = NV_AMW_F_TOKEN;
     make_token(ctx, q, &h.token);
-    netvm_status_t st = nv_am_send(ctx, p, &h, payload, q, 0);
+    netvm_status_t st = nv_am_send(ctx, p, &h, payload, NULL, request_flags(p, len));
     return st == NETVM_OK ? NV_LINK_PENDING : st;
 }
 
@@ -261,7 +270,7 @@ netvm_status_t netvm_am_request(netvm_ctx_t *ctx, int peer, unsigned id, const u
         fill(&h, id, args, nargs, len);
         h.flags = NV_AMW_F_TOKEN;
         make_token(ctx, q, &h.token);
-        st = nv_am_send(ctx, p, &h, payload, q, 0);
+        st = nv_am_send(ctx, p, &h, payload, NULL, request_flags(p, len));
         if (st == NETVM_OK)
             st = NV_LINK_PENDING;   /* the reply completes it */
         if (st == NV_LINK_PENDING && reqp) {
