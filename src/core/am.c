@@ -211,8 +211,10 @@ static void make_token(netvm_ctx_t *ctx, struct netvm_req *q, struct nv_am_token
     t->origin = ctx->uuid;
     t->call = id;
     t->key = key;
-    t->pindex = q->rcap ? 1 : 0;
-    t->pkey = q->rcap ? nv_siphash2(ctx->token_key, id, 0x7061796cull) : 0;   /* "payl" */
+    /* a payload token even without a reply buffer: a reply with a payload
+     * then reaches the caller, and fails its request (NETVM_ERR_BOUNDS) */
+    t->pindex = 1;
+    t->pkey = nv_siphash2(ctx->token_key, id, 0x7061796cull);   /* "payl" */
     atomic_store_explicit(&q->key, key, memory_order_release);
 }
 

@@ -90,7 +90,7 @@ static void take_reply(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *rx)
     if (!q || atomic_load_explicit(&q->key, memory_order_acquire) != t->key || t->key == 0)
         return dropped_reply(ctx, p, "unknown or stale call");
     if (h->len) {
-        if (!q->rcap || t->pindex != 1 || t->pkey != nv_am_reply_pkey(ctx, q))
+        if (t->pindex != 1 || t->pkey != nv_am_reply_pkey(ctx, q))
             return dropped_reply(ctx, p, "no payload token for its payload");
     }
     if (!nv_req_claim(q))
