@@ -286,6 +286,14 @@ netvm_status_t netvm_am_request(netvm_ctx_t *ctx, int peer, unsigned id, const u
     return st;
 }
 
+/* A token whose payload index the wire cannot carry (it only knows 0 and
+ * 1): sent, the receiver would take the whole message as malformed and
+ * drop it (shm) or the connection with it (tcp). */
+static int token_bad(const netvm_am_token_t *pub)
+{
+    return (pub->w[1] >> 32) > 1;
+}
+
 static void token_from_pub(const netvm_am_token_t *pub, struct nv_am_token *t)
 {
     t->origin = pub->w[0];
@@ -333,7 +341,7 @@ static netvm_status_t send_reply(netvm_ctx_t *ctx, struct nv_peer *p, const stru
 netvm_status_t netvm_am_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, netvm_status_t status,
                               const uint64_t *args, unsigned nargs, const void *payload, size_t len)
 {
-    if (!ctx || !token || (unsigned)status >= NETVM_STATUS_COUNT)
+    if (!ctx || !token || (unsigned)status >= NETVM_STATUS_COUNT || token_bad(token))
         return NETVM_ERR_INVAL;
     netvm_status_t st = check_msg(nargs, args, payload, len);
     if (st != NETVM_OK)
@@ -352,7 +360,7 @@ netvm_status_t netvm_am_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, n
 netvm_status_t netvm_am_forward(netvm_ctx_t *ctx, int peer, unsigned id, const netvm_am_token_t *token,
                                 const uint64_t *args, unsigned nargs, const void *payload, size_t len)
 {
-    if (!ctx || !token || id >= NETVM_AM_MAX_ID)
+    if (!ctx || !token || id >= NETVM_AM_MAX_ID || token_bad(token))
         return NETVM_ERR_INVAL;
     netvm_status_t st = check_msg(nargs, args, payload, len);
     if (st != NETVM_OK)
