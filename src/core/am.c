@@ -207,14 +207,18 @@ netvm_status_t netvm_am_send(netvm_ctx_t *ctx, int peer, unsigned id, const uint
 static void make_token(netvm_ctx_t *ctx, struct netvm_req *q, struct nv_am_token *t)
 {
     uint32_t id = nv_req_id(q);
-    uint64_t key = nv_siphash2(ctx->token_key, id, 0x63616c6cull);   /* "call" */
+    /* keyed by a number no other call of this context ever had: a call id
+     * comes round again (a request slot's 16-bit use count wraps), a key
+     * never does, so a stale reply cannot pass for a later call's */
+    uint64_t n = atomic_fetch_add_explicit(&ctx->call_nonce, 1, memory_order_relaxed);
+    uint64_t key = nv_siphash2(ctx->token_key, n, 0x63616c6cull << 32 | id);   /* "call" */
     t->origin = ctx->uuid;
     t->call = id;
     t->key = key;
     /* a payload token even without a reply buffer: a reply with a payload
      * then reaches the caller, and fails its request (NETVM_ERR_BOUNDS) */
     t->pindex = 1;
-    t->pkey = nv_siphash2(ctx->token_key, id, 0x7061796cull);   /* "payl" */
+    t->pkey = q->pkey = nv_siphash2(ctx->token_key, n, 0x7061796cull << 32 | id);   /* "payl" */
     atomic_store_explicit(&q->key, key, memory_order_release);
 }
 
@@ -230,7 +234,8 @@ static unsigned request_flags(struct nv_peer *p, size_t len)
 /* The payload key a reply must carry to land in q's reply buffer. */
 uint64_t nv_am_reply_pkey(netvm_ctx_t *ctx, struct netvm_req *q)
 {
-    return nv_siphash2(ctx->token_key, nv_req_id(q), 0x7061796cull);
+    (void)ctx;
+    return q->pkey;   /* written before q->key was published */
 }
 
 netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req *q, uint16_t handler,
