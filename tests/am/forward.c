@@ -88,17 +88,34 @@ static int on_stash(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
 }
 
 /* A token as plain data: a one-way message's payload. */
-static int on_token(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
+static void token_here(const netvm_am_msg_t *m, const void *payload)
 {
-    (void)ctx;
-    (void)arg;
-    CHECK(!m->has_token && m->nargs == 2 && m->len == sizeof(netvm_am_token_t) && m->payload);
     int i = atomic_fetch_add(&n_claimed, 1);
     CHECK(i < NSTASH);
-    memcpy(&stash[i], m->payload, sizeof stash[i]);
+    memcpy(&stash[i], payload, sizeof stash[i]);
     stash_seq[i] = m->args[0];
     stash_rsize[i] = m->args[1];
     atomic_fetch_add(&n_stashed, 1);
+}
+
+static void token_landed(netvm_ctx_t *ctx, netvm_am_msg_t *m, netvm_status_t st, void *buf)
+{
+    (void)ctx;
+    CHECK_ST(st, NETVM_OK);
+    token_here(m, buf);
+    free(buf);
+}
+
+static int on_token(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
+{
+    (void)arg;
+    CHECK(!m->has_token && m->nargs == 2 && m->len == sizeof(netvm_am_token_t));
+    if (!m->payload) {   /* NETVM_SHM_EAGER below 32 */
+        void *buf = malloc(m->len);
+        CHECK_OK(netvm_am_recv(ctx, m, buf, token_landed, buf));
+        return NETVM_AM_DONE;
+    }
+    token_here(m, m->payload);
     return NETVM_AM_DONE;
 }
 
