@@ -46,8 +46,8 @@ static void after_atomic(netvm_ctx_t *ctx, netvm_status_t st, void *arg)
     uint64_t a[2] = { o->seq, o->old };
     CHECK_OK(netvm_am_send(ctx, 0, H_NOTE, a, 2, NULL, 0, NULL));
     uint64_t r[3] = { o->seq, o->got, o->old };
+    atomic_fetch_add(&n_ops_done, 1);   /* before the caller can see the reply */
     CHECK_OK(netvm_am_reply(ctx, &o->token, NETVM_OK, r, 3, NULL, 0));
-    atomic_fetch_add(&n_ops_done, 1);
     free(o);
 }
 
@@ -337,6 +337,7 @@ int main(void)
         CHECK(res.status == NETVM_ERR_NOTFOUND);
         CHECK_OK(netvm_am_send(ctx, 1, H_NONE, NULL, 0, big, 8, NULL));
         CHECK_OK(netvm_am_send(ctx, 1, H_NONE, NULL, 0, big, 1u << 20, NULL));
+        free(big);
         plain(ctx, 1, 1u << 20);   /* nothing of the dropped ones is left in the stream */
         CHECK_OK(netvm_am_send(ctx, 1, H_TEMP, NULL, 0, NULL, 0, NULL));
         plain(ctx, 2, 100);
