@@ -218,7 +218,8 @@ static void make_token(netvm_ctx_t *ctx, struct netvm_req *q, struct nv_am_token
     /* a payload token even without a reply buffer: a reply with a payload
      * then reaches the caller, and fails its request (NETVM_ERR_BOUNDS) */
     t->pindex = 1;
-    t->pkey = q->pkey = nv_siphash2(ctx->token_key, n, 0x7061796cull << 32 | id);   /* "payl" */
+    t->pkey = nv_siphash2(ctx->token_key, n, 0x7061796cull << 32 | id);   /* "payl" */
+    atomic_store_explicit(&q->pkey, t->pkey, memory_order_relaxed);
     atomic_store_explicit(&q->key, key, memory_order_release);
 }
 
@@ -235,7 +236,7 @@ static unsigned request_flags(struct nv_peer *p, size_t len)
 uint64_t nv_am_reply_pkey(netvm_ctx_t *ctx, struct netvm_req *q)
 {
     (void)ctx;
-    return q->pkey;   /* written before q->key was published */
+    return atomic_load_explicit(&q->pkey, memory_order_relaxed);   /* written before q->key was published */
 }
 
 netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req *q, uint16_t handler,

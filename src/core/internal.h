@@ -112,7 +112,8 @@ struct netvm_req {
     netvm_rseg_t    *ev_rseg;
     /* an active-message request: the reply token's key, where its answer goes */
     _Atomic uint64_t   key;       /* published last (release): a reply that matches it sees the rest */
-    uint64_t           pkey;      /* the payload key its reply must carry */
+    _Atomic uint64_t   pkey;      /* the payload key its reply must carry (a stale reply may
+                                     read it while the slot is reused: atomic) */
     netvm_am_result_t *amres;
     void              *rbuf;
     size_t             rcap;
