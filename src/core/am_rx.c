@@ -173,7 +173,7 @@ static void deferred_queue(netvm_ctx_t *ctx, struct nv_deferred *d)
     if (p->deferred_tail)
         p->deferred_tail->next = d;
     else
-        p->deferred = d;
+        __atomic_store_n(&p->deferred, d, __ATOMIC_RELAXED);   /* peeked at without the lock */
     p->deferred_tail = d;
     p->ndeferred++;
     atomic_fetch_add(&ctx->ndeferred, 1);
@@ -370,7 +370,7 @@ int nv_am_run_deferred(netvm_ctx_t *ctx)
             pthread_mutex_lock(&ctx->am_lock);
             struct nv_deferred *d = p->deferred;
             if (d) {
-                p->deferred = d->next;
+                __atomic_store_n(&p->deferred, d->next, __ATOMIC_RELAXED);
                 if (!p->deferred)
                     p->deferred_tail = NULL;
                 p->ndeferred--;
@@ -391,7 +391,7 @@ int nv_am_run_deferred(netvm_ctx_t *ctx)
                 if (p->deferred_tail)
                     p->deferred_tail->next = d;
                 else
-                    p->deferred = d;
+                    __atomic_store_n(&p->deferred, d, __ATOMIC_RELAXED);
                 p->deferred_tail = d;
                 p->ndeferred++;
                 atomic_fetch_add(&ctx->ndeferred, 1);
@@ -409,7 +409,8 @@ void nv_am_peer_down(netvm_ctx_t *ctx, struct nv_peer *p)
 {
     pthread_mutex_lock(&ctx->am_lock);
     struct nv_deferred *d = p->deferred;
-    p->deferred = p->deferred_tail = NULL;
+    __atomic_store_n(&p->deferred, NULL, __ATOMIC_RELAXED);
+    p->deferred_tail = NULL;
     atomic_fetch_sub(&ctx->ndeferred, (int)p->ndeferred);
     p->ndeferred = 0;
     pthread_mutex_unlock(&ctx->am_lock);
