@@ -36,8 +36,8 @@ struct ops {
 };
 
 static _Atomic int n_notes, n_held_done, n_ops_done;
-static netvm_am_token_t held;
-static _Atomic int have_held;
+static netvm_am_token_t held[2];
+static _Atomic int nheld;
 
 static void after_atomic(netvm_ctx_t *ctx, netvm_status_t st, void *arg)
 {
@@ -145,8 +145,10 @@ static int on_hold(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
     (void)ctx;
     (void)arg;
     CHECK(m->has_token);
-    held = m->token;
-    atomic_store(&have_held, 1);
+    int i = atomic_load(&nheld);
+    CHECK(i < 2);
+    held[i] = m->token;
+    atomic_store(&nheld, i + 1);
     return NETVM_AM_DONE;
 }
 
@@ -274,10 +276,9 @@ int main(void)
                 int native = !is_tcp && shm_mapped && i == 0;
                 CHECK(__atomic_load_n(&mem[w + 3], __ATOMIC_SEQ_CST) == (native ? 1u : 0u));
                 /* answer the request the handler could not wait for */
-                WAIT_UNTIL(ctx, atomic_load(&have_held));
-                atomic_store(&have_held, 0);
+                WAIT_UNTIL(ctx, atomic_load(&nheld) > i);
                 uint64_t a77 = 77;
-                CHECK_OK(netvm_am_reply(ctx, &held, NETVM_OK, &a77, 1, NULL, 0));
+                CHECK_OK(netvm_am_reply(ctx, &held[i], NETVM_OK, &a77, 1, NULL, 0));
             }
         }
         WAIT_UNTIL(ctx, atomic_load(&n_notes) == NOPS);
