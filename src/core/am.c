@@ -206,21 +206,37 @@ netvm_status_t netvm_am_send(netvm_ctx_t *ctx, int peer, unsigned id, const uint
 
 static void make_token(netvm_ctx_t *ctx, struct netvm_req *q, struct nv_am_token *t)
 {
-    /* the keys are a PRF of a sequence number that never repeats in this
-     * context: a reply held back until the request slot was reused (its
-     * 16-bit generation wrapped, even) matches nothing */
     uint32_t id = nv_req_id(q);
-    uint64_t seq = atomic_fetch_add_explicit(&ctx->call_seq, 1, memory_order_relaxed);
-    uint64_t key = nv_siphash2(ctx->token_key, (uint64_t)id << 32 | 0x63616c6cull, seq);   /* "call" */
-    if (key == 0)
-        key = 1;   /* 0 means no call */
+    /* keyed by a number no other call of this context ever had: a call id
+     * comes round again (a request slot's 16-bit use count wraps), a key
+     * never does, so a stale reply cannot pass for a later call's */
+    uint64_t n = atomic_fetch_add_explicit(&ctx->call_nonce, 1, memory_order_relaxed);
+    uint64_t key = nv_siphash2(ctx->token_key, n, 0x63616c6cull << 32 | id);   /* "call" */
     t->origin = ctx->uuid;
     t->call = id;
     t->key = key;
-    q->pkey = q->rcap ? nv_siphash2(ctx->token_key, (uint64_t)id << 32 | 0x7061796cull, seq) : 0;   /* "payl" */
-    t->pindex = q->rcap ? 1 : 0;
-    t->pkey = q->pkey;
+    /* a payload token even without a reply buffer: a reply with a payload
+     * then reaches the caller, and fails its request (NETVM_ERR_BOUNDS) */
+    t->pindex = 1;
+    t->pkey = nv_siphash2(ctx->token_key, n, 0x7061796cull << 32 | id);   /* "payl" */
+    atomic_store_explicit(&q->pkey, t->pkey, memory_order_relaxed);
     atomic_store_explicit(&q->key, key, memory_order_release);
+}
+
+/* How a request's payload travels. Only the reply completes a request, so
+ * the link gets no request to complete when a large payload has left: it
+ * copies the payload instead (the caller may reuse it once the request
+ * completes, and a replier may answer before the payload has even left). */
+static unsigned request_flags(struct nv_peer *p, size_t len)
+{
+    return p->lp.link && is_large(p, len) ? NV_AMS_COPY : 0;
+}
+
+/* The payload key a reply must carry to land in q's reply buffer. */
+uint64_t nv_am_reply_pkey(netvm_ctx_t *ctx, struct netvm_req *q)
+{
+    (void)ctx;
+    return atomic_load_explicit(&q->pkey, memory_order_relaxed);   /* written before q->key was published */
 }
 
 netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req *q, uint16_t handler,
@@ -230,7 +246,7 @@ netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req 
     fill(&h, handler, args, nargs, len);
     h.flags = NV_AMW_F_TOKEN;
     make_token(ctx, q, &h.token);
-    netvm_status_t st = nv_am_send(ctx, p, &h, payload, q, 0);
+    netvm_status_t st = nv_am_send(ctx, p, &h, payload, NULL, request_flags(p, len));
     return st == NETVM_OK ? NV_LINK_PENDING : st;
 }
 
@@ -262,7 +278,7 @@ netvm_status_t netvm_am_request(netvm_ctx_t *ctx, int peer, unsigned id, const u
         fill(&h, id, args, nargs, len);
         h.flags = NV_AMW_F_TOKEN;
         make_token(ctx, q, &h.token);
-        st = nv_am_send(ctx, p, &h, payload, q, 0);
+        st = nv_am_send(ctx, p, &h, payload, NULL, request_flags(p, len));
         if (st == NETVM_OK)
             st = NV_LINK_PENDING;   /* the reply completes it */
         if (st == NV_LINK_PENDING && reqp) {
@@ -274,6 +290,14 @@ netvm_status_t netvm_am_request(netvm_ctx_t *ctx, int peer, unsigned id, const u
     }
     nv_peer_put(p);
     return st;
+}
+
+/* A token whose payload index the wire cannot carry (it only knows 0 and
+ * 1): sent, the receiver would take the whole message as malformed and
+ * drop it (shm) or the connection with it (tcp). */
+static int token_bad(const netvm_am_token_t *pub)
+{
+    return (pub->w[1] >> 32) > 1;
 }
 
 static void token_from_pub(const netvm_am_token_t *pub, struct nv_am_token *t)
@@ -323,7 +347,7 @@ static netvm_status_t send_reply(netvm_ctx_t *ctx, struct nv_peer *p, const stru
 netvm_status_t netvm_am_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, netvm_status_t status,
                               const uint64_t *args, unsigned nargs, const void *payload, size_t len)
 {
-    if (!ctx || !token || (unsigned)status >= NETVM_STATUS_COUNT)
+    if (!ctx || !token || (unsigned)status >= NETVM_STATUS_COUNT || token_bad(token))
         return NETVM_ERR_INVAL;
     netvm_status_t st = check_msg(nargs, args, payload, len);
     if (st != NETVM_OK)
@@ -342,7 +366,7 @@ netvm_status_t netvm_am_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, n
 netvm_status_t netvm_am_forward(netvm_ctx_t *ctx, int peer, unsigned id, const netvm_am_token_t *token,
                                 const uint64_t *args, unsigned nargs, const void *payload, size_t len)
 {
-    if (!ctx || !token || id >= NETVM_AM_MAX_ID)
+    if (!ctx || !token || id >= NETVM_AM_MAX_ID || token_bad(token))
         return NETVM_ERR_INVAL;
     netvm_status_t st = check_msg(nargs, args, payload, len);
     if (st != NETVM_OK)

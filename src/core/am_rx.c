@@ -11,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+uint64_t nv_am_reply_pkey(netvm_ctx_t *ctx, struct netvm_req *q);
 void     nv_am_token_to_pub(const struct nv_am_token *t, netvm_am_token_t *pub);
 
 /* What a large payload's landing needs at its end (am_end). */
 struct landing {
     struct netvm_req *q;            /* a reply's request, or NULL */
+    struct nv_deferred *d;          /* a deferred message whose payload lands in it, or NULL */
     struct nv_peer   *p;            /* the sender (a reference) */
     netvm_am_recv_fn  fn;           /* a handler's netvm_am_recv */
     void             *arg;
@@ -89,7 +91,7 @@ static void take_reply(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *rx)
     if (!q || atomic_load_explicit(&q->key, memory_order_acquire) != t->key || t->key == 0)
         return dropped_reply(ctx, p, "unknown or stale call");
     if (h->len) {
-        if (!q->rcap || t->pindex != 1 || t->pkey != q->pkey)
+        if (t->pindex != 1 || t->pkey != nv_am_reply_pkey(ctx, q))
             return dropped_reply(ctx, p, "no payload token for its payload");
     }
     if (!nv_req_claim(q))
@@ -132,14 +134,16 @@ static int call_handler(netvm_ctx_t *ctx, netvm_am_handler_fn fn, void *arg, net
     return r;
 }
 
-static void defer(netvm_ctx_t *ctx, struct nv_peer *p, const netvm_am_msg_t *msg, int owe)
+/* A deferred message with room for its payload (not yet copied), or NULL
+ * (logged; the credit it holds is returned). */
+static struct nv_deferred *deferred_new(netvm_ctx_t *ctx, struct nv_peer *p, const netvm_am_msg_t *msg, int owe)
 {
     struct nv_deferred *d = malloc(sizeof *d + msg->len);
     if (!d) {
         nv_error("out of memory deferring a message of peer %d: dropped", nv_peer_id(p));
         if (owe)
             owe_credit(ctx, p);
-        return;
+        return NULL;
     }
     d->next = NULL;
     d->p = p;
@@ -148,19 +152,63 @@ static void defer(netvm_ctx_t *ctx, struct nv_peer *p, const netvm_am_msg_t *msg
     d->msg = *msg;
     d->msg.deferred++;
     d->msg.nv = NULL;
-    if (msg->len)
-        memcpy(d->payload, msg->payload, msg->len);
     d->msg.payload = msg->len ? d->payload : NULL;
     atomic_fetch_add_explicit(&ctx->am_stats.deferred, 1, memory_order_relaxed);
+    return d;
+}
+
+static void deferred_free(netvm_ctx_t *ctx, struct nv_deferred *d)
+{
+    if (d->owe)
+        owe_credit(ctx, d->p);
+    nv_peer_put(d->p);
+    free(d);
+}
+
+/* Queue d for its handler's next call. */
+static void deferred_queue(netvm_ctx_t *ctx, struct nv_deferred *d)
+{
+    struct nv_peer *p = d->p;
     pthread_mutex_lock(&ctx->am_lock);
     if (p->deferred_tail)
         p->deferred_tail->next = d;
     else
-        p->deferred = d;
+        __atomic_store_n(&p->deferred, d, __ATOMIC_RELAXED);   /* peeked at without the lock */
     p->deferred_tail = d;
     p->ndeferred++;
     atomic_fetch_add(&ctx->ndeferred, 1);
     pthread_mutex_unlock(&ctx->am_lock);
+}
+
+static void defer(netvm_ctx_t *ctx, struct nv_peer *p, const netvm_am_msg_t *msg, int owe)
+{
+    struct nv_deferred *d = deferred_new(ctx, p, msg, owe);
+    if (!d)
+        return;
+    if (msg->len)
+        memcpy(d->payload, msg->payload, msg->len);
+    deferred_queue(ctx, d);
+}
+
+/* A large payload its handler deferred without taking it: it lands in the
+ * deferred message, which is queued once it has (nv_am_end_upcall). */
+static void defer_large(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *rx, const netvm_am_msg_t *msg,
+                        int owe)
+{
+    struct landing *ld = calloc(1, sizeof *ld);
+    struct nv_deferred *d = ld ? deferred_new(ctx, p, msg, owe) : NULL;
+    if (!d) {
+        if (!ld) {
+            nv_error("out of memory deferring a message of peer %d: dropped", nv_peer_id(p));
+            if (owe)
+                owe_credit(ctx, p);
+        }
+        free(ld);
+        return;
+    }
+    ld->d = d;
+    rx->dst = d->payload;
+    rx->cookie = ld;
 }
 
 static void no_handler(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *rx)
@@ -189,11 +237,16 @@ static void user_message(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *r
     rx->cookie = NULL;
     int r = call_handler(ctx, fn, ctx->am[rx->h.handler].arg, &msg);
     if (!rx->payload && rx->h.len) {
-        /* large: netvm_am_recv named where it lands, or it is discarded */
-        if (r == NETVM_AM_DEFER)
-            nv_warn("handler %u deferred a message whose payload it did not take: "
-                    "a large payload cannot wait (docs/am.md); dropped", rx->h.handler);
+        /* large: netvm_am_recv named where it lands, or it is kept with a
+         * deferred message, or it is discarded */
         struct landing *ld = rx->cookie;
+        if (r == NETVM_AM_DEFER && !ld) {
+            defer_large(ctx, p, rx, &msg, owe);
+            return;
+        }
+        if (r == NETVM_AM_DEFER)
+            nv_warn("handler %u deferred a message whose payload it took (netvm_am_recv): "
+                    "the payload is the handler's, the message is not called again", rx->h.handler);
         if (ld) {
             ld->owe = owe;
             ld->msg.nv = NULL;
@@ -248,7 +301,15 @@ void nv_am_end_upcall(void *arg, struct nv_am_rx *rx, netvm_status_t st)
     rx->cookie = NULL;
     if (!ld)
         return;
-    if (ld->q) {
+    if (ld->d) {
+        if (st == NETVM_OK) {
+            deferred_queue(ctx, ld->d);
+        } else {
+            nv_warn("a deferred message of peer %d lost its payload (%s): dropped", nv_peer_id(ld->d->p),
+                    netvm_strerror(st));
+            deferred_free(ctx, ld->d);
+        }
+    } else if (ld->q) {
         nv_req_complete(ld->q, st != NETVM_OK ? st : NETVM_OK, 0);
     } else {
         if (ld->fn) {
@@ -309,7 +370,7 @@ int nv_am_run_deferred(netvm_ctx_t *ctx)
             pthread_mutex_lock(&ctx->am_lock);
             struct nv_deferred *d = p->deferred;
             if (d) {
-                p->deferred = d->next;
+                __atomic_store_n(&p->deferred, d->next, __ATOMIC_RELAXED);
                 if (!p->deferred)
                     p->deferred_tail = NULL;
                 p->ndeferred--;
@@ -330,17 +391,14 @@ int nv_am_run_deferred(netvm_ctx_t *ctx)
                 if (p->deferred_tail)
                     p->deferred_tail->next = d;
                 else
-                    p->deferred = d;
+                    __atomic_store_n(&p->deferred, d, __ATOMIC_RELAXED);
                 p->deferred_tail = d;
                 p->ndeferred++;
                 atomic_fetch_add(&ctx->ndeferred, 1);
                 pthread_mutex_unlock(&ctx->am_lock);
                 continue;
             }
-            if (d->owe)
-                owe_credit(ctx, d->p);
-            nv_peer_put(d->p);
-            free(d);
+            deferred_free(ctx, d);
         }
     }
     return ran;
@@ -351,7 +409,8 @@ void nv_am_peer_down(netvm_ctx_t *ctx, struct nv_peer *p)
 {
     pthread_mutex_lock(&ctx->am_lock);
     struct nv_deferred *d = p->deferred;
-    p->deferred = p->deferred_tail = NULL;
+    __atomic_store_n(&p->deferred, NULL, __ATOMIC_RELAXED);
+    p->deferred_tail = NULL;
     atomic_fetch_sub(&ctx->ndeferred, (int)p->ndeferred);
     p->ndeferred = 0;
     pthread_mutex_unlock(&ctx->am_lock);

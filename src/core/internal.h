@@ -116,7 +116,8 @@ struct netvm_req {
     netvm_rseg_t    *ev_rseg;
     /* an active-message request: the reply token's key, where its answer goes */
     _Atomic uint64_t   key;       /* published last (release): a reply that matches it sees the rest */
-    uint64_t           pkey;      /* the payload token's key for rbuf */
+    _Atomic uint64_t   pkey;      /* the payload key its reply must carry (a stale reply may
+                                     read it while the slot is reused: atomic) */
     netvm_am_result_t *amres;
     void              *rbuf;
     size_t             rcap;
@@ -229,11 +230,11 @@ struct netvm_ctx {
     pthread_mutex_t   am_lock;   /* deferred lists */
     _Atomic int       ndeferred; /* messages deferred, all peers */
     unsigned          am_credits_init;
+    _Atomic uint64_t  call_nonce;   /* numbers the calls: each reply token's key is unique */
     struct {
         _Atomic uint64_t sent, received, replies, dropped_replies, dropped_no_handler, deferred,
                          credit_waits;
     } am_stats;
-    _Atomic uint64_t  call_seq;  /* every request's token differs, whatever slot and generation it reuses */
 
     /* progress: the epoll set P of every link's fds; the progress thread
      * waits on Q = {P, stop}; an application thread that waits takes P

@@ -321,7 +321,12 @@ static void shm_epoll_event(struct nv_link *l, void *token, unsigned events)
         shm_poll(l, NULL);
         return;
     }
-    mark_dead(s, token);
+    /* a peer's pidfd: it exited. The pidfd stays readable, so it leaves
+     * the epoll set, else every wait on it would return at once from now
+     * on (a busy progress thread, or a busy caller without one) */
+    struct shm_peer *pe = token;
+    epoll_ctl(l->pfd, EPOLL_CTL_DEL, pe->pidfd, NULL);
+    mark_dead(s, pe);
 }
 
 static void shm_poll_enter(struct nv_link *l)

@@ -135,9 +135,13 @@ void tcp_conn_fail(struct tcp_conn *c, const char *why)
     else
         nv_warn("tcp link: connection to peer %d failed: %s", c->lp->id, why);
     /* the socket stays open (its fd number cannot be reused under a thread
-     * still holding the connection) until the peer's state is freed */
+     * still holding the connection) until the peer's state is freed; it
+     * leaves the epoll set now: a shut-down socket reports EPOLLHUP
+     * whatever it is asked for, so every wait on the set would return at
+     * once from now on */
     shutdown(c->fd, SHUT_RDWR);
     tcp_conn_interest(c, 0);
+    epoll_ctl(c->t->base.pfd, EPOLL_CTL_DEL, c->fd, NULL);
     atomic_store(&c->lp->down, 1);
     c->t->base.up.peer_down(c->t->base.up.arg, c->lp, c->bye);
 }
