@@ -18,13 +18,19 @@
  * Handlers run in the progress engine: the progress thread, or an
  * application thread that is waiting inside netvm or calls netvm_progress.
  * Rules (docs/am.md):
- *  - a handler must not block: blocking netvm calls (netvm_put, netvm_get,
- *    netvm_wait, ...) fail inside a handler with NETVM_ERR_STATE; use the
- *    nonblocking forms, with netvm_req_then for what follows;
+ *  - a handler must not block: a netvm call that would wait (for a peer's
+ *    answer, a request, a barrier: netvm_wait, a blocking
+ *    netvm_am_request, netvm_flush, netvm_put or netvm_get over tcp or an
+ *    atomic the target runs) returns NETVM_ERR_STATE inside a handler; the
+ *    ones that complete at once (netvm_put, netvm_get and atomics on the
+ *    shm link's paths) work. Use the nonblocking forms, with
+ *    netvm_req_then for what follows;
  *  - it may send: netvm_am_send without a request pointer returns once the
  *    message is queued, netvm_am_reply and netvm_am_forward never block;
  *  - it may defer itself: returning NETVM_AM_DEFER keeps the message and
- *    calls the handler again later (a payload is kept with it);
+ *    calls the handler again later (its payload, eager or large, is kept
+ *    with it; a handler that named a buffer with netvm_am_recv is not
+ *    called again for that message: its done callback is);
  *  - it sees an eager payload only during the call: copy what it keeps.
  * Flow control: each peer may have NETVM_AM_CREDITS one-way messages not
  * yet handled at a receiver; a sender beyond that waits (or gets
