@@ -259,6 +259,7 @@ struct netvm_ctx {
     _Atomic uint64_t app_calls;  /* application progress calls (a counter the lease watches) */
     uint64_t         last_poll_ns;
     uint64_t         lease_ns;
+    uint64_t         ack_delay_ns;  /* the progress thread's look while P is lent (held acknowledgements) */
 
     /* events: the endpoint block peers post into, and what core keeps */
     struct nv_ep      ep;

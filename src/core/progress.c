@@ -331,14 +331,21 @@ static void sleep_on_p(netvm_ctx_t *ctx, int with_ep_fd, uint64_t max_ns)
 /* --- the progress thread ------------------------------------------------------------- */
 
 /* While an application thread holds P beyond its calls (a polling loop, an
- * armed event queue), take P back once it has not called for a lease. */
-static void check_lease(netvm_ctx_t *ctx, uint64_t *seen_calls)
+ * armed event queue), take P back once it has not called for a lease. The
+ * acknowledgements it holds back for its next frame leave sooner: once it
+ * has not called for one look (NETVM_ACK_DELAY_US), a peer's blocking put
+ * must not wait for the lease. */
+static void check_lease(netvm_ctx_t *ctx, uint64_t *seen_calls, uint64_t *seen_ns)
 {
-    uint64_t calls = atomic_load_explicit(&ctx->app_calls, memory_order_relaxed);
+    uint64_t calls = atomic_load_explicit(&ctx->app_calls, memory_order_relaxed), now = nv_now_ns();
     if (calls != *seen_calls || atomic_load(&ctx->app_inside)) {
         *seen_calls = calls;
+        *seen_ns = now;
         return;
     }
+    flush_lazy(ctx);
+    if (now - *seen_ns < ctx->lease_ns)
+        return;
     pthread_mutex_lock(&ctx->lend_lock);
     if (ctx->lent && !atomic_load(&ctx->app_inside) && atomic_load(&ctx->app_calls) == calls)
         give_back_locked(ctx);
@@ -350,7 +357,7 @@ static void *progress_main(void *arg)
     netvm_ctx_t *ctx = arg;
     struct epoll_event ev[16];
     nv_is_progress_thread = 1;
-    uint64_t seen_calls = 0;
+    uint64_t seen_calls = 0, seen_ns = 0;
     for (;;) {
         /* after a wake-up, linger: a burst of requests then costs one
          * wake-up, not one each */
@@ -373,16 +380,20 @@ static void *progress_main(void *arg)
                 }
         if (busy)
             continue;
+        /* nanosecond timeouts: while P is lent, look every
+         * NETVM_ACK_DELAY_US (held acknowledgements, the lease) */
         int deferred = atomic_load(&ctx->ndeferred) != 0;
-        int timeout = lent ? (int)(ctx->lease_ns / 1000000 + 1) : deferred ? 1 : -1;
+        uint64_t wait_ns = lent ? ctx->ack_delay_ns : deferred ? 1000000ull : UINT64_MAX;
         uint64_t due = atomic_load_explicit(&ctx->next_timer, memory_order_relaxed);
         if (due != UINT64_MAX) {
             uint64_t now = nv_now_ns();
-            int ms = due <= now ? 0 : (int)((due - now) / 1000000 + 1);
-            if (timeout < 0 || ms < timeout)
-                timeout = ms;
+            if (due <= now)
+                wait_ns = 0;
+            else if (due - now < wait_ns)
+                wait_ns = due - now;
         }
-        int n = epoll_wait(ctx->qfd, ev, 16, timeout);
+        struct timespec ts = { (time_t)(wait_ns / 1000000000ull), (long)(wait_ns % 1000000000ull) };
+        int n = epoll_pwait2(ctx->qfd, ev, 16, wait_ns == UINT64_MAX ? NULL : &ts, NULL);
         if (!lent)
             for (int i = 0; i < nl; i++)
                 ctx->links[i]->ops->sleep_done(ctx->links[i]);
@@ -396,7 +407,7 @@ static void *progress_main(void *arg)
             }
         }
         if (ctx->lent)
-            check_lease(ctx, &seen_calls);
+            check_lease(ctx, &seen_calls, &seen_ns);
         else if (n > 0 && atomic_load(&ctx->pass_busy)) {
             /* an application thread is in a pass: P stays readable until it
              * is done; do not spin on it */
@@ -411,6 +422,9 @@ static void *progress_main(void *arg)
 netvm_status_t nv_progress_start(netvm_ctx_t *ctx)
 {
     ctx->lease_ns = (uint64_t)nv_config_long("NETVM_POLL_LEASE_US", 100, 10000000) * 1000ull;
+    ctx->ack_delay_ns = (uint64_t)nv_config_long("NETVM_ACK_DELAY_US", 10, 10000000) * 1000ull;
+    if (ctx->ack_delay_ns > ctx->lease_ns)
+        ctx->ack_delay_ns = ctx->lease_ns;
     if (!ctx->have_thread) {
         ctx->lent = 1;   /* nobody waits on Q: whoever waits serves P */
         return NETVM_OK;
