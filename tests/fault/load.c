@@ -412,5 +412,10 @@ int main(int argc, char **argv)
     if (s2)
         CHECK_OK(netvm_unexport(s2));
     CHECK_OK(netvm_finalize(ctx));
+    free(oplog);
+    free(shadow);
+    free(known);
+    free(src);
+    free(dst);
     return 0;
 }

@@ -356,5 +356,8 @@ int main(int argc, char **argv)
     if (seg)
         CHECK_OK(netvm_unexport(seg));
     CHECK_OK(netvm_finalize(ctx));
+    if (!shared)
+        free(treg);
+    free(check);
     return 0;
 }

@@ -617,5 +617,8 @@ int main(int argc, char **argv)
     if (ssh)
         CHECK_OK(netvm_unexport(ssh));
     CHECK_OK(netvm_finalize(ctx));
+    free(copy);
+    free(src);
+    free(dst);
     return 0;
 }
