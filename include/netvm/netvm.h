@@ -197,11 +197,15 @@ netvm_status_t netvm_peer_info(netvm_ctx_t *ctx, int peer, netvm_peer_info_t *in
 /* Export [addr, addr+len) of this process under a fresh random key.
  * Any mapping works (heap, stack, static data, mmap); nothing is pinned or
  * copied. name (at most 63 bytes) must be unique within this process; it may
- * be NULL for a segment reached only by handle. A range unmapped while
- * exported fails peers' accesses with NETVM_ERR_FAULT; one whose protection
- * is lowered below the rights exported (mprotect to read-only with
- * NETVM_WRITE given) is not detected, and a peer's write into it over tcp
- * faults this process: unexport first. */
+ * be NULL for a segment reached only by handle. A part of the range that
+ * goes away while exported (munmap, mprotect to PROT_NONE, or to read-only
+ * against a write, a file mapping truncated under it) fails the peers'
+ * accesses that touch it with NETVM_ERR_FAULT, on every link, and nothing
+ * else: this process is not disturbed, and accesses work again once the
+ * memory is back. A failed write may have written some of its bytes that
+ * were still there. (Memory from netvm_alloc_shared is mapped by peers on
+ * the same machine: what this process does to its own mapping does not
+ * reach theirs.) */
 netvm_status_t netvm_export(netvm_ctx_t *ctx, void *addr, size_t len, unsigned rights,
                             const char *name, netvm_seg_t **seg);
 /* Allocate len zeroed bytes that peers on this machine map directly, and
@@ -247,6 +251,12 @@ int            netvm_rseg_peer(const netvm_rseg_t *rseg);
 void          *netvm_ptr(netvm_rseg_t *rseg, size_t off);
 
 /* --- RMA (blocking: return at remote completion) --------------------- */
+
+/* The caller's own buffers (src, dst, result, payloads) must be mapped. A
+ * put from or a get into memory that is not fails with NETVM_ERR_FAULT on
+ * the process_vm and tcp paths (the failed put's target range then holds
+ * unspecified bytes), but on a mapped segment (netvm_rseg_is_mapped) the
+ * copy is the caller's own load and store and faults it as memcpy would. */
 
 netvm_status_t netvm_put(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
                          const void *src, size_t len, unsigned flags);
