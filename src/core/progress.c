@@ -174,7 +174,9 @@ void nv_progress_enter(netvm_ctx_t *ctx, int sticky)
 void nv_progress_leave(netvm_ctx_t *ctx)
 {
     unsigned left = atomic_fetch_sub_explicit(&ctx->app_inside, 1, memory_order_relaxed) - 1;
-    if (!lending_pays(ctx) || !ctx->have_thread || !ctx->lent || ctx->lent_sticky || ctx->in_e || left)
+    /* P lent is given back even if lending no longer pays (the last tcp
+     * connection went while it was lent): else nobody would serve it */
+    if (!ctx->have_thread || !ctx->lent || ctx->lent_sticky || ctx->in_e || left)
         return;
     pthread_mutex_lock(&ctx->lend_lock);
     if (ctx->lent && !ctx->lent_sticky && !ctx->in_e && !atomic_load(&ctx->app_inside))
@@ -185,7 +187,7 @@ void nv_progress_leave(netvm_ctx_t *ctx)
 void nv_progress_release(netvm_ctx_t *ctx)
 {
     flush_lazy(ctx);   /* nothing this thread issued may wait for its next call */
-    if (!lending_pays(ctx) || !ctx->have_thread || !ctx->lent || atomic_load(&ctx->app_inside))
+    if (!ctx->have_thread || !ctx->lent || atomic_load(&ctx->app_inside))
         return;
     pthread_mutex_lock(&ctx->lend_lock);
     if (ctx->lent && !atomic_load(&ctx->app_inside))
@@ -482,7 +484,10 @@ static void req_timeouts(netvm_ctx_t *ctx, void *arg)
  * initiators post events and wake it themselves). */
 static void sleep_once(netvm_ctx_t *ctx, struct netvm_req *r, int events, uint64_t slice)
 {
-    if (lending_pays(ctx) || !ctx->thread_up) {
+    /* P already lent (lending paid when this wait began; the last tcp
+     * connection may have gone since): the progress thread does not serve
+     * it, so this thread does */
+    if (lending_pays(ctx) || !ctx->thread_up || ctx->lent) {
         if (!ctx->lent) {
             pthread_mutex_lock(&ctx->lend_lock);
             lend_locked(ctx);
