@@ -511,6 +511,13 @@ static void sleep_once(netvm_ctx_t *ctx, struct netvm_req *r, int events, uint64
         }
         return;
     }
+    if (!events) {
+        /* what it waits for is the progress thread's to serve, and nothing
+         * wakes this thread for it: look again shortly */
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+        return;
+    }
     if (nv_ep_arm_fd(&ctx->ep))
         return;
     struct pollfd p = { .fd = ctx->ep.wake_fd, .events = POLLIN };
@@ -587,12 +594,24 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
     return r->status;
 }
 
-netvm_status_t nv_progress_wait(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms, int spin)
+static netvm_status_t wait_until(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms, int spin,
+                                 int events)
 {
     if (done && done(arg))
         return NETVM_OK;
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : nv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    return wait_loop(ctx, done, arg, NULL, deadline, spin, 1);
+    return wait_loop(ctx, done, arg, NULL, deadline, spin, events);
+}
+
+netvm_status_t nv_progress_wait(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms, int spin)
+{
+    return wait_until(ctx, done, arg, timeout_ms, spin, 0);
+}
+
+netvm_status_t nv_progress_wait_events(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms,
+                                       int spin)
+{
+    return wait_until(ctx, done, arg, timeout_ms, spin, 1);
 }
 
 /* A request completes or is reused (a request nobody holds is freed by
