@@ -266,25 +266,16 @@ netvm_status_t netvm_listen(netvm_ctx_t *ctx, const char *addr, const netvm_list
 const char *netvm_listener_addr(const netvm_listener_t *l) { return l ? l->addr : NULL; }
 int netvm_listener_peers(const netvm_listener_t *l) { return l ? atomic_load(&((netvm_listener_t *)l)->npeers) : -1; }
 
-static void listener_unlink(netvm_ctx_t *ctx, struct netvm_listener *l)
-{
-    pthread_mutex_lock(&ctx->peer_lock);
-    for (struct netvm_listener **pp = &ctx->listeners; *pp; pp = &(*pp)->next)
-        if (*pp == l) {
-            *pp = l->next;
-            break;
-        }
-    pthread_mutex_unlock(&ctx->peer_lock);
-}
-
 static void listener_put(struct netvm_listener *l)
 {
     if (atomic_fetch_sub(&l->refs, 1) == 1)
         free(l);
 }
 
-/* Stop admitting; the struct stays while peers it admitted are connected
- * (they hold it: p->via). */
+/* Stop admitting. The struct stays, on the context's list, until finalize
+ * (the caller may still ask how many peers it has: nothing tells it when
+ * the last has gone), and after that while peers it admitted are
+ * connected (they hold it: p->via). */
 netvm_status_t netvm_listener_close(netvm_listener_t *l)
 {
     if (!l || !l->tl)
@@ -292,8 +283,6 @@ netvm_status_t netvm_listener_close(netvm_listener_t *l)
     netvm_ctx_t *ctx = l->ctx;
     nv_tcp_listener_close(ctx->tcp, l->tl);
     l->tl = NULL;
-    listener_unlink(ctx, l);
-    listener_put(l);
     return NETVM_OK;
 }
 
@@ -305,8 +294,17 @@ void nv_listener_peer_left(struct netvm_listener *l)
 
 void nv_listeners_close_all(netvm_ctx_t *ctx)
 {
-    while (ctx->listeners)
-        netvm_listener_close(ctx->listeners);
+    pthread_mutex_lock(&ctx->peer_lock);
+    struct netvm_listener *l = ctx->listeners;
+    ctx->listeners = NULL;
+    pthread_mutex_unlock(&ctx->peer_lock);
+    while (l) {
+        struct netvm_listener *next = l->next;
+        if (l->tl)
+            netvm_listener_close(l);
+        listener_put(l);   /* the caller's handle */
+        l = next;
+    }
 }
 
 /* --- connecting and leaving ------------------------------------------------------------------- */
