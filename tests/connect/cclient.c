@@ -4,6 +4,11 @@
  * rank uses a rank.
  *
  *   cclient ADDR SCENARIO [--cred S] [--link shm|tcp] [--idx N] [--expect STATUS]
+ *                         [--hold-init FILE] [--hold-end FILE]
+ *
+ * --hold-init: a job's last rank calls netvm_init only once FILE exists
+ * (the others wait for it there, their tcp listeners open); --hold-end:
+ * "HOLDING", then netvm_finalize once FILE exists.
  *
  * Scenarios (each prints what the driver checks and exits 0 when
  * everything it checked itself held):
@@ -448,6 +453,18 @@ static netvm_status_t wait_down(int peer)
     }
 }
 
+/* The driver's go-ahead: a file it makes (a hang is a failure: 120 s). */
+static void wait_file(const char *f)
+{
+    double t0 = now_s();
+    while (access(f, F_OK) != 0) {
+        if (now_s() - t0 > 120)
+            FAILF("%s did not appear", f);
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* --- scenarios -------------------------------------------------------------------------- */
 
 static int sc_suite(void)
@@ -767,6 +784,7 @@ int main(int argc, char **argv)
     addr = argv[1];
     const char *sc = argv[2];
     netvm_status_t expect = NETVM_OK;
+    const char *hold_init = NULL, *hold_end = NULL;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--cred") && i + 1 < argc)
             cred = argv[++i];
@@ -779,10 +797,19 @@ int main(int argc, char **argv)
             if (e < 0)
                 FAILF("unknown status %s", argv[i]);
             expect = (netvm_status_t)e;
-        } else
+        } else if (!strcmp(argv[i], "--hold-init") && i + 1 < argc)
+            hold_init = argv[++i];
+        else if (!strcmp(argv[i], "--hold-end") && i + 1 < argc)
+            hold_end = argv[++i];
+        else
             FAILF("unknown argument %s", argv[i]);
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* the job's last rank starts only when told: the others have opened
+     * their tcp listeners and wait for it in netvm_init meanwhile */
+    const char *er = getenv("NETVM_RANK"), *es = getenv("NETVM_SIZE");
+    if (hold_init && er && es && atoi(er) == atoi(es) - 1)
+        wait_file(hold_init);
     CHECK_OK(netvm_init(&ctx, NULL));
     rank = check_rank = netvm_rank(ctx);
     size = netvm_size(ctx);
@@ -815,6 +842,10 @@ int main(int argc, char **argv)
         rc = sc_bigreq();
     else
         FAILF("unknown scenario %s", sc);
+    if (hold_end) {
+        say("HOLDING\n");
+        wait_file(hold_end);
+    }
     netvm_status_t st = netvm_finalize(ctx);
     say("BYE %s\n", st_name(st));
     return st == NETVM_OK ? rc : 1;
