@@ -22,7 +22,8 @@ struct netvm_listener {
     int                     kind;     /* COOKIE_LISTEN: the handshake's cookie */
     _Atomic int             refs;     /* the caller's handle, and each peer it admitted */
     netvm_ctx_t            *ctx;
-    struct nv_tcp_listener *tl;       /* NULL once closed */
+    struct nv_tcp_listener *tl;       /* the application's threads only */
+    _Atomic int             open;     /* admitting (read by the handshake) */
     char                    addr[64];
     uint64_t                port;
     int                     max_peers;
@@ -108,8 +109,8 @@ static netvm_status_t hs_accepted(void *arg, const struct nv_tcp_hs_info *in, st
         return nv_links_job_accept(ctx, in->hello.rank, lp);
     }
     struct netvm_listener *l = in->cookie;
-    if (!l || !l->tl)
-        return NETVM_ERR_STATE;
+    if (!l || !atomic_load(&l->open))
+        return NETVM_ERR_STATE;   /* closed while this handshake ran */
     if (atomic_fetch_add(&l->npeers, 1) >= l->max_peers) {
         atomic_fetch_sub(&l->npeers, 1);
         nv_warn("listener %s is full (%d peers): refused a connection", l->addr, l->max_peers);
@@ -246,6 +247,7 @@ netvm_status_t netvm_listen(netvm_ctx_t *ctx, const char *addr, const netvm_list
     atomic_store(&l->refs, 1);
     l->ctx = ctx;
     l->max_peers = opts->max_peers ? opts->max_peers : ctx->listen_max_peers;
+    atomic_store(&l->open, 1);   /* before a handshake through it can run */
     st = nv_tcp_listen(ctx->tcp, addr, opts->credential, opts->credential_len, l, &l->tl, l->addr,
                        sizeof l->addr);
     if (st != NETVM_OK) {
@@ -278,10 +280,9 @@ static void listener_put(struct netvm_listener *l)
  * connected (they hold it: p->via). */
 netvm_status_t netvm_listener_close(netvm_listener_t *l)
 {
-    if (!l || !l->tl)
+    if (!l || !atomic_exchange(&l->open, 0))
         return NETVM_ERR_INVAL;
-    netvm_ctx_t *ctx = l->ctx;
-    nv_tcp_listener_close(ctx->tcp, l->tl);
+    nv_tcp_listener_close(l->ctx->tcp, l->tl);
     l->tl = NULL;
     return NETVM_OK;
 }
@@ -300,7 +301,7 @@ void nv_listeners_close_all(netvm_ctx_t *ctx)
     pthread_mutex_unlock(&ctx->peer_lock);
     while (l) {
         struct netvm_listener *next = l->next;
-        if (l->tl)
+        if (atomic_load(&l->open))
             netvm_listener_close(l);
         listener_put(l);   /* the caller's handle */
         l = next;
