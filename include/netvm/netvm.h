@@ -169,7 +169,9 @@ netvm_status_t netvm_listen(netvm_ctx_t *ctx, const char *addr, const netvm_list
 const char    *netvm_listener_addr(const netvm_listener_t *listener);
 /* Peers currently connected through the listener. */
 int            netvm_listener_peers(const netvm_listener_t *listener);
-/* Stop admitting peers; peers already connected stay. */
+/* Stop admitting peers; peers already connected stay. The handle stays
+ * valid until netvm_finalize (netvm_listener_peers goes on counting the
+ * peers that stay; closing it again is NETVM_ERR_INVAL). */
 netvm_status_t netvm_listener_close(netvm_listener_t *listener);
 
 /* Connect to a listening process at addr and authenticate with its

@@ -22,7 +22,8 @@ struct netvm_listener {
     int                     kind;     /* COOKIE_LISTEN: the handshake's cookie */
     _Atomic int             refs;     /* the caller's handle, and each peer it admitted */
     netvm_ctx_t            *ctx;
-    struct nv_tcp_listener *tl;       /* NULL once closed */
+    struct nv_tcp_listener *tl;       /* the application's threads only */
+    _Atomic int             open;     /* admitting (read by the handshake) */
     char                    addr[64];
     uint64_t                port;
     int                     max_peers;
@@ -108,8 +109,8 @@ static netvm_status_t hs_accepted(void *arg, const struct nv_tcp_hs_info *in, st
         return nv_links_job_accept(ctx, in->hello.rank, lp);
     }
     struct netvm_listener *l = in->cookie;
-    if (!l || !l->tl)
-        return NETVM_ERR_STATE;
+    if (!l || !atomic_load(&l->open))
+        return NETVM_ERR_STATE;   /* closed while this handshake ran */
     if (atomic_fetch_add(&l->npeers, 1) >= l->max_peers) {
         atomic_fetch_sub(&l->npeers, 1);
         nv_warn("listener %s is full (%d peers): refused a connection", l->addr, l->max_peers);
@@ -246,6 +247,7 @@ netvm_status_t netvm_listen(netvm_ctx_t *ctx, const char *addr, const netvm_list
     atomic_store(&l->refs, 1);
     l->ctx = ctx;
     l->max_peers = opts->max_peers ? opts->max_peers : ctx->listen_max_peers;
+    atomic_store(&l->open, 1);   /* before a handshake through it can run */
     st = nv_tcp_listen(ctx->tcp, addr, opts->credential, opts->credential_len, l, &l->tl, l->addr,
                        sizeof l->addr);
     if (st != NETVM_OK) {
@@ -266,34 +268,22 @@ netvm_status_t netvm_listen(netvm_ctx_t *ctx, const char *addr, const netvm_list
 const char *netvm_listener_addr(const netvm_listener_t *l) { return l ? l->addr : NULL; }
 int netvm_listener_peers(const netvm_listener_t *l) { return l ? atomic_load(&((netvm_listener_t *)l)->npeers) : -1; }
 
-static void listener_unlink(netvm_ctx_t *ctx, struct netvm_listener *l)
-{
-    pthread_mutex_lock(&ctx->peer_lock);
-    for (struct netvm_listener **pp = &ctx->listeners; *pp; pp = &(*pp)->next)
-        if (*pp == l) {
-            *pp = l->next;
-            break;
-        }
-    pthread_mutex_unlock(&ctx->peer_lock);
-}
-
 static void listener_put(struct netvm_listener *l)
 {
     if (atomic_fetch_sub(&l->refs, 1) == 1)
         free(l);
 }
 
-/* Stop admitting; the struct stays while peers it admitted are connected
- * (they hold it: p->via). */
+/* Stop admitting. The struct stays, on the context's list, until finalize
+ * (the caller may still ask how many peers it has: nothing tells it when
+ * the last has gone), and after that while peers it admitted are
+ * connected (they hold it: p->via). */
 netvm_status_t netvm_listener_close(netvm_listener_t *l)
 {
-    if (!l || !l->tl)
+    if (!l || !atomic_exchange(&l->open, 0))
         return NETVM_ERR_INVAL;
-    netvm_ctx_t *ctx = l->ctx;
-    nv_tcp_listener_close(ctx->tcp, l->tl);
+    nv_tcp_listener_close(l->ctx->tcp, l->tl);
     l->tl = NULL;
-    listener_unlink(ctx, l);
-    listener_put(l);
     return NETVM_OK;
 }
 
@@ -305,8 +295,17 @@ void nv_listener_peer_left(struct netvm_listener *l)
 
 void nv_listeners_close_all(netvm_ctx_t *ctx)
 {
-    while (ctx->listeners)
-        netvm_listener_close(ctx->listeners);
+    pthread_mutex_lock(&ctx->peer_lock);
+    struct netvm_listener *l = ctx->listeners;
+    ctx->listeners = NULL;
+    pthread_mutex_unlock(&ctx->peer_lock);
+    while (l) {
+        struct netvm_listener *next = l->next;
+        if (atomic_load(&l->open))
+            netvm_listener_close(l);
+        listener_put(l);   /* the caller's handle */
+        l = next;
+    }
 }
 
 /* --- connecting and leaving ------------------------------------------------------------------- */

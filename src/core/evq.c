@@ -264,7 +264,7 @@ netvm_status_t nv_evq_wait_until(netvm_ctx_t *ctx, int (*done)(void *arg), void 
     }
     if (nv_in_handler)
         return route_then_check(&u) ? NETVM_OK : NETVM_ERR_STATE;
-    return nv_progress_wait(ctx, route_then_check, &u, timeout_ms, spin);
+    return nv_progress_wait_events(ctx, route_then_check, &u, timeout_ms, spin);
 }
 
 static int stash_nonempty(void *arg)

@@ -397,6 +397,10 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *req);
 /* Drive progress until done(arg) (or timeout_ms: NETVM_ERR_TIMEOUT; < 0 no
  * limit); spin NETVM_SPIN_US first if spin. */
 netvm_status_t nv_progress_wait(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms, int spin);
+/* The same for a done() that takes in the event queue (drains its ring):
+ * a sleep also ends when an event arrives. */
+netvm_status_t nv_progress_wait_events(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms,
+                                       int spin);
 /* Drive progress until p (NULL: all) has no outstanding requests. */
 netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, struct nv_peer *p);
 /* An application thread enters / leaves a call that waits or polls: it

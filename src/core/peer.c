@@ -373,11 +373,6 @@ void nv_peer_gone(netvm_ctx_t *ctx, struct nv_peer *p, int event)
 {
     if (atomic_exchange(&p->gone, 1))
         return;
-    if (event) {
-        struct nv_ep_rec e = { .type = NETVM_EV_PEER_DOWN, .rank = nv_peer_id(p),
-                               .status = p->graceful ? NETVM_OK : NETVM_ERR_PEER };
-        nv_evq_post_local(ctx, &e);
-    }
     pthread_mutex_lock(&ctx->peer_lock);
     if (p->uuid)
         umap_del(umap(ctx), p->uuid);
@@ -386,5 +381,12 @@ void nv_peer_gone(netvm_ctx_t *ctx, struct nv_peer *p, int event)
     if (p->via)
         nv_listener_peer_left(p->via);
     p->via = NULL;
+    /* last: whoever takes the event sees the peer gone everywhere (its
+     * listener no longer counts it) */
+    if (event) {
+        struct nv_ep_rec e = { .type = NETVM_EV_PEER_DOWN, .rank = nv_peer_id(p),
+                               .status = p->graceful ? NETVM_OK : NETVM_ERR_PEER };
+        nv_evq_post_local(ctx, &e);
+    }
     nv_peer_put(p);   /* the table's */
 }

@@ -174,7 +174,9 @@ void nv_progress_enter(netvm_ctx_t *ctx, int sticky)
 void nv_progress_leave(netvm_ctx_t *ctx)
 {
     unsigned left = atomic_fetch_sub_explicit(&ctx->app_inside, 1, memory_order_relaxed) - 1;
-    if (!lending_pays(ctx) || !ctx->have_thread || !ctx->lent || ctx->lent_sticky || ctx->in_e || left)
+    /* P lent is given back even if lending no longer pays (the last tcp
+     * connection went while it was lent): else nobody would serve it */
+    if (!ctx->have_thread || !ctx->lent || ctx->lent_sticky || ctx->in_e || left)
         return;
     pthread_mutex_lock(&ctx->lend_lock);
     if (ctx->lent && !ctx->lent_sticky && !ctx->in_e && !atomic_load(&ctx->app_inside))
@@ -185,7 +187,7 @@ void nv_progress_leave(netvm_ctx_t *ctx)
 void nv_progress_release(netvm_ctx_t *ctx)
 {
     flush_lazy(ctx);   /* nothing this thread issued may wait for its next call */
-    if (!lending_pays(ctx) || !ctx->have_thread || !ctx->lent || atomic_load(&ctx->app_inside))
+    if (!ctx->have_thread || !ctx->lent || atomic_load(&ctx->app_inside))
         return;
     pthread_mutex_lock(&ctx->lend_lock);
     if (ctx->lent && !atomic_load(&ctx->app_inside))
@@ -496,7 +498,10 @@ static void req_timeouts(netvm_ctx_t *ctx, void *arg)
  * initiators post events and wake it themselves). */
 static void sleep_once(netvm_ctx_t *ctx, struct netvm_req *r, int events, uint64_t slice)
 {
-    if (lending_pays(ctx) || !ctx->thread_up) {
+    /* P already lent (lending paid when this wait began; the last tcp
+     * connection may have gone since): the progress thread does not serve
+     * it, so this thread does */
+    if (lending_pays(ctx) || !ctx->thread_up || ctx->lent) {
         if (!ctx->lent) {
             pthread_mutex_lock(&ctx->lend_lock);
             lend_locked(ctx);
@@ -518,6 +523,13 @@ static void sleep_once(netvm_ctx_t *ctx, struct netvm_req *r, int events, uint64
             struct timespec ts = { 0, (long)(slice < 10000000ull ? slice : 10000000ull) };
             syscall(SYS_futex, &r->state, FUTEX_WAIT_PRIVATE, s, &ts, NULL, 0);
         }
+        return;
+    }
+    if (!events) {
+        /* what it waits for is the progress thread's to serve, and nothing
+         * wakes this thread for it: look again shortly */
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
         return;
     }
     if (nv_ep_arm_fd(&ctx->ep))
@@ -596,12 +608,24 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *r)
     return r->status;
 }
 
-netvm_status_t nv_progress_wait(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms, int spin)
+static netvm_status_t wait_until(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms, int spin,
+                                 int events)
 {
     if (done && done(arg))
         return NETVM_OK;
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : nv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    return wait_loop(ctx, done, arg, NULL, deadline, spin, 1);
+    return wait_loop(ctx, done, arg, NULL, deadline, spin, events);
+}
+
+netvm_status_t nv_progress_wait(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms, int spin)
+{
+    return wait_until(ctx, done, arg, timeout_ms, spin, 0);
+}
+
+netvm_status_t nv_progress_wait_events(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms,
+                                       int spin)
+{
+    return wait_until(ctx, done, arg, timeout_ms, spin, 1);
 }
 
 /* A request completes or is reused (a request nobody holds is freed by

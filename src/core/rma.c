@@ -26,6 +26,10 @@ static inline netvm_status_t check(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off
 {
     if (!ctx || !r || r->ctx != ctx || (flags & ~(unsigned)OP_FLAGS))
         return NETVM_ERR_INVAL;
+    /* core knows first that a peer left or died (it posts the
+     * NETVM_EV_PEER_DOWN): a mapped path's link may learn it later */
+    if (atomic_load_explicit(&r->peer->dead, memory_order_acquire))
+        return NETVM_ERR_PEER;
     if (!nv_range_ok(off, len, r->d.len))
         return NETVM_ERR_BOUNDS;
     if ((r->d.rights & need) != need)

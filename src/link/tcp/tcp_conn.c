@@ -49,14 +49,12 @@ struct tcp_conn *tcp_conn_new(struct tcp_link *t, int fd)
     return c;
 }
 
+/* Listed first, watched last: once in the epoll set, the thread holding
+ * the progress pass may serve it at once, and free it (a connect refused at
+ * once), so nothing may touch it after epoll_ctl. */
 int tcp_conn_publish(struct tcp_conn *c, unsigned events)
 {
     struct tcp_link *t = c->t;
-    struct epoll_event ev = { .events = events, .data.ptr = &c->ev };
-    if (epoll_ctl(t->base.pfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
-        nv_error("tcp link: cannot watch a connection: %s", strerror(errno));
-        return -1;
-    }
     c->interest = events;
     pthread_mutex_lock(&t->conns_lock);
     c->next = t->conns;
@@ -66,6 +64,22 @@ int tcp_conn_publish(struct tcp_conn *c, unsigned events)
     c->listed = 1;
     pthread_mutex_unlock(&t->conns_lock);
     atomic_fetch_add(&t->nconns, 1);
+    struct epoll_event ev = { .events = events, .data.ptr = &c->ev };
+    if (epoll_ctl(t->base.pfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        nv_error("tcp link: cannot watch a connection: %s", strerror(errno));
+        pthread_mutex_lock(&t->conns_lock);
+        if (c->prev)
+            c->prev->next = c->next;
+        else if (t->conns == c)
+            t->conns = c->next;
+        if (c->next)
+            c->next->prev = c->prev;
+        c->next = c->prev = NULL;
+        c->listed = 0;
+        pthread_mutex_unlock(&t->conns_lock);
+        atomic_fetch_sub(&t->nconns, 1);
+        return -1;
+    }
     return 0;
 }
 

@@ -479,6 +479,8 @@ netvm_status_t tcp_dial(struct tcp_link *t, uint32_t ipv4, uint16_t port, int pu
 
 void tcp_accept(struct tcp_link *t, struct tcp_listener_s *l)
 {
+    if (__atomic_load_n(&l->closed, __ATOMIC_RELAXED))
+        return;   /* an event taken before it was closed */
     for (;;) {
         int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
@@ -506,6 +508,7 @@ void tcp_accept(struct tcp_link *t, struct tcp_listener_s *l)
 
 uint64_t tcp_hs_expire(struct tcp_link *t, uint64_t now)
 {
+    tcp_listeners_reap(t);   /* the pass holder's: no event of theirs is in hand */
     if (!atomic_load(&t->nhs))
         return UINT64_MAX;
     uint64_t next = UINT64_MAX;
@@ -546,6 +549,7 @@ netvm_status_t tcp_listener_open(struct tcp_link *t, uint32_t ipv4, uint16_t por
     if (!l)
         return NETVM_ERR_NOMEM;
     l->ev.link = &t->base;
+    l->is_listener = 1;
     l->purpose = purpose;
     l->cookie = cookie;
     memcpy(l->key, key, key_len);
@@ -576,21 +580,45 @@ netvm_status_t tcp_listener_open(struct tcp_link *t, uint32_t ipv4, uint16_t por
     return NETVM_OK;
 }
 
-void tcp_listener_free(struct tcp_link *t, struct tcp_listener_s *l)
+/* Closing runs in the caller's thread while the pass may hold an event of
+ * this listener (taken from epoll before it left the set) or run a
+ * handshake through it: the struct and its socket stay until the pass's
+ * timer reaps them. The socket stops listening at once (new connections
+ * are refused) and leaves the epoll set. */
+void tcp_listener_close(struct tcp_link *t, struct tcp_listener_s *l)
 {
+    epoll_ctl(t->base.pfd, EPOLL_CTL_DEL, l->fd, NULL);
+    shutdown(l->fd, SHUT_RDWR);   /* a listening socket stops listening: connecting is refused */
     pthread_mutex_lock(&t->conns_lock);
     for (struct tcp_listener_s **pp = &t->listeners; *pp; pp = &(*pp)->next)
         if (*pp == l) {
             *pp = l->next;
             break;
         }
-    /* handshakes under way through it go on without it */
-    for (struct tcp_conn *c = t->conns; c; c = c->next)
-        if (c->hs && c->hs->via == l)
-            c->hs->via = NULL;
+    __atomic_store_n(&l->closed, 1, __ATOMIC_RELAXED);
+    l->closed_next = t->closed;
+    __atomic_store_n(&t->closed, l, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&t->conns_lock);
-    epoll_ctl(t->base.pfd, EPOLL_CTL_DEL, l->fd, NULL);
-    close(l->fd);
-    explicit_bzero(l, sizeof *l);
-    free(l);
+}
+
+void tcp_listeners_reap(struct tcp_link *t)
+{
+    if (!__atomic_load_n(&t->closed, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&t->conns_lock);
+    struct tcp_listener_s *l = t->closed;
+    t->closed = NULL;
+    /* handshakes under way through them go on without them */
+    for (struct tcp_conn *c = t->conns; c; c = c->next)
+        for (struct tcp_listener_s *d = l; d; d = d->closed_next)
+            if (c->hs && c->hs->via == d)
+                c->hs->via = NULL;
+    pthread_mutex_unlock(&t->conns_lock);
+    while (l) {
+        struct tcp_listener_s *next = l->closed_next;
+        close(l->fd);
+        explicit_bzero(l, sizeof *l);
+        free(l);
+        l = next;
+    }
 }

@@ -306,11 +306,13 @@ static void serve_conn(struct tcp_conn *c, unsigned events)
 static void tcp_epoll_event(struct nv_link *l, void *token, unsigned events)
 {
     struct tcp_link *t = tcp_of(l);
-    for (struct tcp_listener_s *ls = t->listeners; ls; ls = ls->next)
-        if (token == &ls->ev) {
-            tcp_accept(t, ls);
-            return;
-        }
+    /* the listener or connection itself says which it is: the list of
+     * listeners changes under other threads (and a closed one's event may
+     * still be in hand) */
+    if (((struct tcp_listener_s *)token)->is_listener) {
+        tcp_accept(t, token);
+        return;
+    }
     serve_conn((struct tcp_conn *)token, events);
 }
 
@@ -386,7 +388,8 @@ static void tcp_destroy(struct nv_link *l)
 {
     struct tcp_link *t = tcp_of(l);
     while (t->listeners)
-        tcp_listener_free(t, t->listeners);
+        tcp_listener_close(t, t->listeners);
+    tcp_listeners_reap(t);
     while (t->conns) {
         struct tcp_conn *c = t->conns;
         if (c->lp)
@@ -550,7 +553,7 @@ netvm_status_t nv_tcp_listen(struct nv_link *l, const char *addr, const void *cr
 
 void nv_tcp_listener_close(struct nv_link *l, struct nv_tcp_listener *ls)
 {
-    tcp_listener_free(tcp_of(l), (struct tcp_listener_s *)ls);
+    tcp_listener_close(tcp_of(l), (struct tcp_listener_s *)ls);
 }
 
 netvm_status_t nv_tcp_connect(struct nv_link *l, const char *addr, const void *cred, size_t cred_len, void *cookie)

@@ -96,6 +96,7 @@ struct tcp_hs {
 
 struct tcp_conn {
     struct nv_link_ev ev;           /* epoll token */
+    int               is_listener;   /* 0: see tcp_listener_s */
     struct tcp_link  *t;
     int               fd;
     struct nv_lpeer  *lp;           /* once authenticated */
@@ -142,13 +143,16 @@ struct tcp_pending {
 
 struct tcp_listener_s {
     struct nv_link_ev ev;
+    int               is_listener;  /* 1 (a connection's is 0): what an epoll event names */
     int               fd;
     int               purpose;
     uint8_t           key[64];
     size_t            key_len;
     void             *cookie;
     int               pending;      /* connections authenticating */
-    struct tcp_listener_s *next;
+    int               closed;       /* closed: events taken before still name it */
+    struct tcp_listener_s *next;    /* the link's listeners (under conns_lock) */
+    struct tcp_listener_s *closed_next;
 };
 
 struct tcp_link {
@@ -156,7 +160,8 @@ struct tcp_link {
     struct nv_tcp_params p;
     const struct nv_tcp_hs_upcalls *hs;
     uint8_t              secret[64];
-    struct tcp_listener_s *listeners;   /* the job's first, if any */
+    struct tcp_listener_s *listeners;   /* the job's first, if any (under conns_lock) */
+    struct tcp_listener_s *closed;      /* closed, freed by the next pass's timer (under conns_lock) */
     struct tcp_listener_s *job;
     pthread_mutex_t      conns_lock;    /* the list, and handshakes */
     struct tcp_conn     *conns;
@@ -226,7 +231,11 @@ struct tcp_pending *tcp_pending_take(struct tcp_link *t, uint32_t id, uint8_t ki
 netvm_status_t tcp_listener_open(struct tcp_link *t, uint32_t ipv4, uint16_t port, int purpose,
                                  const void *key, size_t key_len, void *cookie,
                                  struct tcp_listener_s **out);
-void           tcp_listener_free(struct tcp_link *t, struct tcp_listener_s *l);
+/* Stop listening (any thread); the struct is freed by tcp_listeners_reap. */
+void           tcp_listener_close(struct tcp_link *t, struct tcp_listener_s *l);
+/* Free closed listeners: only where no event of theirs can be in hand (the
+ * pass holder's timer, or the link's end). */
+void           tcp_listeners_reap(struct tcp_link *t);
 void           tcp_accept(struct tcp_link *t, struct tcp_listener_s *l);
 netvm_status_t tcp_dial(struct tcp_link *t, uint32_t ipv4, uint16_t port, int purpose, int rank,
                         const void *key, size_t key_len, void *cookie);
