@@ -743,12 +743,11 @@ static int sc_addrs(void)
     return 0;
 }
 
-/* KNOWN BUG (registered DISABLED): a request whose payload is large (above
- * the link's eager size) is completed by the link when the payload has
- * been delivered (tcp: sent; shm: copied by the receiver), with the same
- * request that the reply completes. On tcp netvm_am_request returns
- * before the reply, its result empty; on shm the late rendezvous
- * completion lands on whatever request reuses the slot. */
+/* A request whose payload is large (above the link's eager size) returns
+ * with its reply. It used to be completed by the link once the payload was
+ * delivered (tcp: sent; shm: copied by the receiver): on tcp
+ * netvm_am_request returned before the reply, its result empty; on shm the
+ * late completion landed on whatever request reused the slot. */
 static int sc_bigreq(void)
 {
     int peer = connect_ok();
