@@ -257,7 +257,7 @@ struct netvm_ctx {
     _Atomic uint64_t next_timer; /* when the links' deadlines want a pass next (ns) */
     _Atomic unsigned app_inside; /* application threads inside a netvm wait or poll */
     _Atomic uint64_t app_calls;  /* application progress calls (a counter the lease watches) */
-    uint64_t         last_poll_ns;
+    _Atomic uint64_t last_poll_ns; /* an application thread's last progress call (any thread: relaxed) */
     uint64_t         lease_ns;
     uint64_t         ack_delay_ns;  /* the progress thread's look while P is lent (held acknowledgements) */
 

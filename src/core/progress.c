@@ -157,9 +157,8 @@ void nv_progress_enter(netvm_ctx_t *ctx, int sticky)
     if (ctx->lent && ctx->lent_sticky)
         return;   /* the common case of a loop: nothing to change */
     uint64_t now = nv_now_ns();
-    if (now - ctx->last_poll_ns < LOOP_NS)
+    if (now - atomic_exchange_explicit(&ctx->last_poll_ns, now, memory_order_relaxed) < LOOP_NS)
         sticky = 1;   /* calls in a loop: give P back only once they stop (the lease) */
-    ctx->last_poll_ns = now;
     if (ctx->lent && !sticky)
         return;
     pthread_mutex_lock(&ctx->lend_lock);
@@ -668,8 +667,7 @@ int netvm_progress(netvm_ctx_t *ctx)
     int loop = 0;
     if (lending_pays(ctx)) {
         uint64_t now = nv_now_ns();
-        loop = now - ctx->last_poll_ns < LOOP_NS;
-        ctx->last_poll_ns = now;
+        loop = now - atomic_exchange_explicit(&ctx->last_poll_ns, now, memory_order_relaxed) < LOOP_NS;
     }
     if (loop && !nv_in_handler) {
         nv_progress_enter(ctx, 1);
