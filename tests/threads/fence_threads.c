@@ -1,16 +1,10 @@
-/* KNOWN BUG (registered DISABLED, see CMakeLists.txt): the shm link's
- * revocation fence assumes one initiating thread per process.
- *
- * An initiator marks "inside an access" in one word per process, op_seq
- * in its shm block, with a load and two plain stores (access_begin /
- * access_end in src/link/shm/shm_rma.c: odd = inside). Two threads of one
- * process accessing at once lose updates: the word can end odd while
- * nobody is inside (and from then on is odd exactly while nobody is). A
- * peer's netvm_unexport (shm_seg_fence) then waits for the word to change,
- * which only happens at this process's next shm access: it hangs while
- * this process is idle (and, with the parity inverted, it may also return
- * while an access is under way, which is what the fence is there to
- * prevent).
+/* The shm link's revocation fence with several initiating threads in one
+ * process. It used to keep one word per process, marked "inside an access"
+ * with a load and two plain stores: two threads accessing at once lost
+ * updates, the word could end odd while nobody was inside, and a peer's
+ * netvm_unexport (shm_seg_fence) then hung while this process was idle (or,
+ * with the parity inverted, returned while an access was under way). Now
+ * each initiating thread has its own word (src/link/shm/shm_rma.c).
  *
  * Two threads initiate at once at either thread level:
  *  "mt": NETVM_THREAD_MULTIPLE, 4 application threads of rank 0 put into
@@ -98,9 +92,11 @@ int main(int argc, char **argv)
                 CHECK(pthread_join(th[t], NULL) == 0);
         } else if (rank == 0) {
             /* put while the progress thread handles rank 1's messages */
-            uint64_t base = atomic_load(&pokes), v = 1;
+            /* (the count is cumulative: some of this round's messages may
+             * have been handled before this thread gets here) */
+            uint64_t want = (uint64_t)(round + 1) * PUTS, v = 1;
             double end = now_s() + THR_HANG_S;
-            while (atomic_load(&pokes) < base + PUTS) {
+            while (atomic_load(&pokes) < want) {
                 CHECK_OK(netvm_put(ctx, target, 8, &v, 8, 0));
                 if (now_s() > end)
                     FAILF("rank 1's messages were not handled");

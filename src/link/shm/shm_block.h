@@ -44,6 +44,12 @@ struct nv_shm_ring_slot {
     uint8_t data[NV_CACHELINE - 8];
 } __attribute__((aligned(NV_CACHELINE)));
 
+#define NV_SHM_OP_SLOTS 64
+
+struct nv_shm_opslot {
+    _Atomic uint64_t seq __attribute__((aligned(NV_CACHELINE)));
+};
+
 struct nv_shm_hdr {
     uint64_t magic;
     uint32_t version;
@@ -66,8 +72,13 @@ struct nv_shm_hdr {
     _Atomic uint32_t sleeping __attribute__((aligned(NV_CACHELINE)));
     _Atomic uint32_t rung;
     _Atomic uint32_t pollers;
-    /* odd while this process is inside a direct access to some peer */
-    _Atomic uint64_t op_seq __attribute__((aligned(NV_CACHELINE)));
+    /* The revocation fence's words (shm_rma.c), one per initiating thread
+     * of this process: slot i < NV_SHM_OP_SLOTS is odd while the thread
+     * holding it is inside a direct access to some peer; the last slot,
+     * shared by threads beyond those, counts the threads inside. op_high:
+     * slots below it have been used. */
+    _Atomic uint32_t op_high;
+    struct nv_shm_opslot op[NV_SHM_OP_SLOTS + 1];
 };
 
 static inline struct nv_shm_seg *nv_shm_segs(struct nv_shm_hdr *h)

@@ -9,6 +9,8 @@
 #include "util/atomic_op.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +47,7 @@ netvm_status_t shm_seg_publish(struct nv_link *l, const struct nv_seg_desc *d)
 
 /* The fence of EXTOLL's ATU deregistration, in two steps: mark the entry
  * revoked, then wait for every initiator that may have seen it live. An
- * initiator bumps its op_seq to odd (sequentially consistent) before it
+ * initiator marks its thread's word odd (sequentially consistent) before it
  * reads the entry, so either the fence sees it odd, or it sees the
  * revocation. */
 void shm_seg_revoke(struct nv_link *l, uint32_t slot)
@@ -56,30 +58,43 @@ void shm_seg_revoke(struct nv_link *l, uint32_t slot)
     atomic_store_explicit(&e->word, (w & ~3ull) | NV_SEG_REVOKED, memory_order_seq_cst);
 }
 
+/* Wait while word w holds the value it had (an owned slot, odd: that
+ * thread is inside) or until it is zero (the shared slot's count). */
+static void fence_word(struct shm_peer *pe, _Atomic uint64_t *w, int shared)
+{
+    uint64_t seq = atomic_load_explicit(w, memory_order_seq_cst);
+    if (shared ? seq == 0 : !(seq & 1))
+        return;
+    unsigned spins = 0;
+    for (;;) {
+        uint64_t now = atomic_load_explicit(w, memory_order_acquire);
+        if (shared ? now == 0 : now != seq)
+            return;
+        if (++spins % 1024 == 0 && (atomic_load(&pe->dead) || shm_pidfd_exited(pe->pidfd)))
+            return;
+        if (spins > 4096)
+            sched_yield();
+        else
+            nv_cpu_relax();
+    }
+}
+
 void shm_seg_fence(struct nv_link *l, uint32_t slot)
 {
     struct shm_link *s = shm_of(l);
     (void)slot;
-    /* every CPU that runs an initiator passes a full barrier: its store of
-     * op_seq is visible now, or it will see the revocation */
+    /* every CPU that runs an initiator passes a full barrier: its store to
+     * its slot is visible now, or it will see the revocation */
     if (nv_membarrier_global() != 0)
         atomic_thread_fence(memory_order_seq_cst);
     pthread_mutex_lock(&s->peers_lock);
     for (struct shm_peer *pe = s->peers; pe; pe = pe->next) {
         if (pe->self || !pe->hdr)
             continue;   /* our own thread is here, not inside an access */
-        uint64_t seq = atomic_load_explicit(&pe->hdr->op_seq, memory_order_seq_cst);
-        if (!(seq & 1))
-            continue;
-        unsigned spins = 0;
-        while (atomic_load_explicit(&pe->hdr->op_seq, memory_order_acquire) == seq) {
-            if (++spins % 1024 == 0 && (atomic_load(&pe->dead) || shm_pidfd_exited(pe->pidfd)))
-                break;
-            if (spins > 4096)
-                sched_yield();
-            else
-                nv_cpu_relax();
-        }
+        uint32_t high = atomic_load_explicit(&pe->hdr->op_high, memory_order_seq_cst);
+        for (uint32_t i = 0; i < high && i < NV_SHM_OP_SLOTS; i++)
+            fence_word(pe, &pe->hdr->op[i].seq, 0);
+        fence_word(pe, &pe->hdr->op[NV_SHM_OP_SLOTS].seq, 1);
     }
     pthread_mutex_unlock(&s->peers_lock);
 }
@@ -207,24 +222,80 @@ void shm_release(struct nv_link *l, struct nv_rdesc *d)
     d->mapped = NULL;
 }
 
-/* The initiator's side of the revocation fence. With membarrier the
- * revoker's global barrier orders this store before our read of the entry,
- * so a compiler barrier suffices here (the fast path pays nothing). */
-static inline uint64_t access_begin(struct shm_link *s)
+/* The initiator's side of the revocation fence. Each initiating thread
+ * owns a slot of the process's words while it lives (the slot numbers are
+ * the same in every shm block of the process), so its marks are plain
+ * stores; threads beyond NV_SHM_OP_SLOTS share the last one, a count
+ * changed atomically. With membarrier the revoker's global barrier orders
+ * the store before our read of the entry, so a compiler barrier suffices
+ * (the fast path pays nothing). */
+static _Atomic uint64_t op_slots_taken;
+static pthread_key_t op_slot_key;
+static pthread_once_t op_slot_once = PTHREAD_ONCE_INIT;
+static __thread int op_slot = -1;
+
+static void op_slot_release(void *v)
 {
-    uint64_t seq = atomic_load_explicit(&s->self->op_seq, memory_order_relaxed) + 1;
-    if (s->asym) {
-        atomic_store_explicit(&s->self->op_seq, seq, memory_order_relaxed);
-        atomic_signal_fence(memory_order_seq_cst);
-    } else {
-        atomic_store_explicit(&s->self->op_seq, seq, memory_order_seq_cst);
-    }
-    return seq;
+    int i = (int)(intptr_t)v - 1;
+    atomic_fetch_and(&op_slots_taken, ~(1ull << i));
 }
 
-static inline void access_end(struct shm_link *s, uint64_t seq)
+static void op_slot_key_make(void) { pthread_key_create(&op_slot_key, op_slot_release); }
+
+static int my_op_slot(struct shm_link *s)
 {
-    atomic_store_explicit(&s->self->op_seq, seq + 1, memory_order_release);
+    if (op_slot < 0) {
+        pthread_once(&op_slot_once, op_slot_key_make);
+        uint64_t t = atomic_load(&op_slots_taken);
+        op_slot = NV_SHM_OP_SLOTS;
+        while (t != ~0ull) {
+            int i = __builtin_ctzll(~t);
+            if (atomic_compare_exchange_weak(&op_slots_taken, &t, t | 1ull << i)) {
+                op_slot = i;
+                pthread_setspecific(op_slot_key, (void *)(intptr_t)(i + 1));
+                break;
+            }
+        }
+    }
+    /* a fence looks at slots below op_high: raise it before the first mark */
+    uint32_t high = atomic_load_explicit(&s->self->op_high, memory_order_relaxed);
+    if (op_slot < NV_SHM_OP_SLOTS && (uint32_t)op_slot >= high) {
+        while ((uint32_t)op_slot >= high &&
+               !atomic_compare_exchange_weak(&s->self->op_high, &high, (uint32_t)op_slot + 1))
+            ;
+    }
+    return op_slot;
+}
+
+struct op_mark {
+    _Atomic uint64_t *w;
+    uint64_t          seq;   /* 0: the shared count */
+};
+
+static inline struct op_mark access_begin(struct shm_link *s)
+{
+    int i = my_op_slot(s);
+    struct op_mark m = { &s->self->op[i].seq, 0 };
+    if (i == NV_SHM_OP_SLOTS) {
+        atomic_fetch_add_explicit(m.w, 1, memory_order_seq_cst);
+        return m;
+    }
+    m.seq = atomic_load_explicit(m.w, memory_order_relaxed) | 1;
+    if (s->asym) {
+        atomic_store_explicit(m.w, m.seq, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+    } else {
+        atomic_store_explicit(m.w, m.seq, memory_order_seq_cst);
+    }
+    return m;
+}
+
+static inline void access_end(struct op_mark m)
+{
+    if (!m.seq)
+        atomic_fetch_sub_explicit(m.w, 1, memory_order_release);
+    else
+        atomic_store_explicit(m.w, m.seq + 1, memory_order_release);
 }
 
 static inline netvm_status_t still_valid(struct nv_link *l, struct shm_import *im)
@@ -297,7 +368,7 @@ static netvm_status_t shm_access(struct nv_link *l, struct nv_rdesc *d, uint64_t
         return NETVM_ERR_PEER;
     if (im->peer->ep.h)
         nv_ep_prepare(&im->peer->ep);
-    uint64_t seq = access_begin(s);
+    struct op_mark seq = access_begin(s);
     netvm_status_t st = still_valid(l, im);
     if (st == NETVM_OK) {
         if (d->mapped && len == 8)
@@ -310,7 +381,7 @@ static netvm_status_t shm_access(struct nv_link *l, struct nv_rdesc *d, uint64_t
         else
             st = cma_copy(l, im->peer, d->addr + off, buf, len, write);
     }
-    access_end(s, seq);
+    access_end(seq);
     if (st == NETVM_OK)
         after_access(l, im, d->addr + off, len, write ? NETVM_TRIP_WRITE : NETVM_TRIP_READ, note,
                      write ? NV_NOTE_COMPLETER : NV_NOTE_RESPONDER);
@@ -344,11 +415,11 @@ netvm_status_t shm_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, n
         return NETVM_ERR_UNSUPPORTED;
     if (atomic_load_explicit(&im->peer->dead, memory_order_relaxed))
         return NETVM_ERR_PEER;
-    uint64_t seq = access_begin(s);
+    struct op_mark seq = access_begin(s);
     netvm_status_t st = still_valid(l, im);
     if (st == NETVM_OK)
         *result = nv_atomic_apply((uint64_t *)(d->mapped + off), op, operand, compare);
-    access_end(s, seq);
+    access_end(seq);
     if (st == NETVM_OK)
         after_access(l, im, d->addr + off, 8, NETVM_TRIP_RW, note, NV_NOTE_COMPLETER);
     return st;
