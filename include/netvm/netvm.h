@@ -292,7 +292,10 @@ netvm_status_t netvm_wait(netvm_req_t **req);
 /* Wait for all; returns the first failure (all are completed and freed). */
 netvm_status_t netvm_wait_all(netvm_req_t **reqs, size_t n);
 /* A continuation: fn runs exactly once when the request completes (at
- * once, in this thread, if it already has), with its status, in the
+ * once, in this thread, if it already has), with its status (a request
+ * nobody waits for still fails with NETVM_ERR_TIMEOUT: the progress engine
+ * sweeps for requests past NETVM_TIMEOUT, every eighth of it within
+ * [10 ms, 1 s], and netvm_test sees the same), in the
  * progress engine: it must not block (as an active-message handler) and
  * may issue nonblocking operations. The request then belongs to netvm (the
  * caller must not test or wait on it again); *req is set to NULL. */

@@ -94,7 +94,7 @@ static void take_reply(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *rx)
         if (t->pindex != 1 || t->pkey != nv_am_reply_pkey(ctx, q))
             return dropped_reply(ctx, p, "no payload token for its payload");
     }
-    if (!nv_req_claim(q))
+    if (!nv_req_claim_id(q, t->call))
         return dropped_reply(ctx, p, "the call is over (answered, failed or timed out)");
     if (h->len > q->rcap) {
         nv_req_complete(q, NETVM_ERR_BOUNDS, 0);   /* its buffer is too small: the caller learns */

@@ -65,6 +65,7 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
         return NETVM_ERR_NOMEM;
     ctx->pfd = ctx->qfd = ctx->efd = ctx->stopfd = ctx->kickfd = -1;
     atomic_store(&ctx->next_timer, UINT64_MAX);
+    atomic_store(&ctx->req_sweep_at, UINT64_MAX);
     ctx->ep.memfd = ctx->ep.wake_fd = -1;
     pthread_mutex_init(&ctx->seg_lock, NULL);
     pthread_mutex_init(&ctx->rseg_lock, NULL);

@@ -88,6 +88,12 @@ struct nv_counter_handler {
  * the caller's buffer; only the link's completion or the peer's death ends
  * it, never a timeout. */
 enum { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_DONE, NV_REQ_ANSWERING = 0x200 };
+/* The state word is what (low 16 bits: NV_REQ_* and flags) | the use's
+ * generation << 16, so a change of state made for one use of a slot can
+ * never land on the next (compare-and-swap on the whole word). */
+#define NV_REQ_WHAT(s)   ((s) & 0xffffu)
+#define NV_REQ_GEN(s)    ((uint16_t)((s) >> 16))
+#define NV_REQ_STATE(what, gen) ((uint32_t)(what) | (uint32_t)(gen) << 16)
 
 /* Who finishes a request: its caller (test, wait), or whoever completes it
  * (a continuation, or a request nobody holds: events to post). */
@@ -259,7 +265,9 @@ struct netvm_ctx {
     _Atomic uint64_t app_calls;  /* application progress calls (a counter the lease watches) */
     _Atomic uint64_t last_poll_ns; /* an application thread's last progress call (any thread: relaxed) */
     uint64_t         lease_ns;
-    uint64_t         ack_delay_ns;  /* the progress thread's look while P is lent (held acknowledgements) */
+    uint64_t         ack_delay_ns;
+    _Atomic uint32_t npending;      /* requests issued and not finished */
+    _Atomic uint64_t req_sweep_at;  /* next look for requests past NETVM_TIMEOUT (UINT64_MAX: none due) */  /* the progress thread's look while P is lent (held acknowledgements) */
 
     /* events: the endpoint block peers post into, and what core keeps */
     struct nv_ep      ep;
@@ -477,6 +485,15 @@ int                nv_req_complete(struct netvm_req *req, netvm_status_t st, uin
 int                nv_req_give_up(struct netvm_req *req, netvm_status_t st);
 /* The link starts writing req's answer: 1 if it may (nv_req_give_up then fails). */
 int                nv_req_claim(struct netvm_req *req);
+/* The same for the use named by request id (nv_req_id): a reply looked up
+ * by id claims only that use, never a later one of the slot. */
+int                nv_req_claim_id(struct netvm_req *req, uint32_t id);
+/* Complete (give_up 0) or give up the use whose state word was s, if it
+ * is still that: for sweeps over the pool, which hold no request. */
+/* A request nobody waits for exists: the progress engine's sweep for
+ * requests past NETVM_TIMEOUT must be due (progress.c). */
+void               nv_progress_sweep_due(netvm_ctx_t *ctx);
+int                nv_req_finish_state(struct netvm_req *req, uint32_t s, netvm_status_t st, int give_up);
 /* The request named by a wire id, if that use of it is still current. */
 struct netvm_req  *nv_req_lookup(netvm_ctx_t *ctx, uint32_t id);
 /* Give a request away: whoever completes it posts its events (ev_*) and
@@ -490,7 +507,7 @@ static inline uint32_t nv_req_id(const struct netvm_req *r)
 }
 static inline int nv_req_done(struct netvm_req *r)
 {
-    return atomic_load_explicit(&r->state, memory_order_acquire) == NV_REQ_DONE;
+    return NV_REQ_WHAT(atomic_load_explicit(&r->state, memory_order_acquire)) == NV_REQ_DONE;
 }
 
 #endif

@@ -360,8 +360,10 @@ void nv_peer_down(netvm_ctx_t *ctx, struct nv_peer *p, int graceful)
     /* nothing more will come from it: fail what waits on it */
     for (uint32_t i = 0; i < ctx->nreqs; i++) {
         struct netvm_req *r = &ctx->reqs[i];
-        if ((atomic_load(&r->state) & 0xff) == NV_REQ_PENDING && atomic_load(&r->peer_id) == id)
-            nv_req_complete(r, NETVM_ERR_PEER, 0);
+        uint32_t s = atomic_load(&r->state);
+        /* (an answer being written ends too: nothing more comes) */
+        if ((s & 0xff) == NV_REQ_PENDING && !(s & 0x100) && atomic_load(&r->peer_id) == id)
+            nv_req_finish_state(r, s, NETVM_ERR_PEER, 0);   /* that use only */
     }
     nv_am_peer_down(ctx, p);
     if (p->is_rank)

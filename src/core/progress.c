@@ -251,24 +251,93 @@ static void flush_lazy(netvm_ctx_t *ctx)
             ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
 }
 
-/* Deadlines the links keep (handshakes), run by the pass holder only (they
- * free connections the pass may be dispatching events of); the next one
- * is kept for the progress thread's sleep. */
+/* How often the pool is swept for requests past NETVM_TIMEOUT while some
+ * are pending: an eighth of the timeout, within [10 ms, 1 s]. */
+static uint64_t sweep_period(netvm_ctx_t *ctx)
+{
+    uint64_t p = ctx->timeout_ns / 8;
+    return p < 10000000ull ? 10000000ull : p > 1000000000ull ? 1000000000ull : p;
+}
+
+static void lower_timer(netvm_ctx_t *ctx, uint64_t t)
+{
+    uint64_t cur = atomic_load_explicit(&ctx->next_timer, memory_order_relaxed);
+    while (t < cur && !atomic_compare_exchange_weak(&ctx->next_timer, &cur, t))
+        ;
+}
+
+/* A request nobody waits for (a continuation, a detached operation, one
+ * only netvm_test looks at) is timed out by the sweep, not by a waiter:
+ * make sure one is due. */
+void nv_progress_sweep_due(netvm_ctx_t *ctx)
+{
+    uint64_t none = UINT64_MAX;
+    if (atomic_load_explicit(&ctx->req_sweep_at, memory_order_relaxed) != UINT64_MAX)
+        return;
+    uint64_t t = nv_now_ns() + sweep_period(ctx);
+    if (atomic_compare_exchange_strong(&ctx->req_sweep_at, &none, t)) {
+        lower_timer(ctx, t);
+        kick(ctx);   /* the progress thread may sleep with no timeout */
+    }
+}
+
+/* Give up the requests older than NETVM_TIMEOUT; returns when to look
+ * again (UINT64_MAX: nothing pending). */
+static uint64_t sweep_requests(netvm_ctx_t *ctx, uint64_t now)
+{
+    uint64_t at = atomic_load_explicit(&ctx->req_sweep_at, memory_order_relaxed);
+    if (at == UINT64_MAX && atomic_load(&ctx->npending)) {
+        /* requests only netvm_test looks at time out here too */
+        uint64_t t = now + sweep_period(ctx);
+        return atomic_compare_exchange_strong(&ctx->req_sweep_at, &at, t) ? t : at;
+    }
+    if (at == UINT64_MAX || now < at)
+        return at;
+    for (uint32_t i = 0; i < ctx->nreqs && atomic_load(&ctx->npending); i++) {
+        struct netvm_req *r = &ctx->reqs[i];
+        uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+        if (NV_REQ_WHAT(s) != NV_REQ_PENDING || now - r->issued_ns <= ctx->timeout_ns)
+            continue;
+        /* the CAS on s fails if the slot was reused since (issued_ns then
+         * was the new use's) */
+        if (nv_req_finish_state(r, s, NETVM_ERR_TIMEOUT, 1))
+            nv_warn("peer %d did not answer within NETVM_TIMEOUT", atomic_load(&r->peer_id));
+    }
+    uint64_t next = UINT64_MAX;
+    atomic_store(&ctx->req_sweep_at, UINT64_MAX);
+    if (atomic_load(&ctx->npending)) {
+        uint64_t none = UINT64_MAX;
+        next = now + sweep_period(ctx);
+        if (!atomic_compare_exchange_strong(&ctx->req_sweep_at, &none, next))
+            next = none;   /* scheduled meanwhile */
+    }
+    return next;
+}
+
+/* Deadlines the links keep (handshakes) and the request sweep, run by the
+ * pass holder only (they free connections the pass may be dispatching
+ * events of); the next one is kept for the progress thread's sleep. */
 static void pass_timers(netvm_ctx_t *ctx)
 {
     uint64_t now = nv_now_ns(), due = atomic_load_explicit(&ctx->next_timer, memory_order_relaxed);
-    /* deadlines only ever come later than those known: look again when
-     * one is due, or when none was known (a handshake may have begun) */
+    /* deadlines only ever come later than those known (or are lowered
+     * into next_timer): look again when one is due, or when none was known
+     * (a handshake may have begun) */
     if (due != UINT64_MAX && now < due)
         return;
-    uint64_t next = UINT64_MAX;
+    uint64_t next = sweep_requests(ctx, now);
     for (int i = 0; i < ctx->nlinks; i++)
         if (ctx->links[i]->ops->timer) {
             uint64_t t = ctx->links[i]->ops->timer(ctx->links[i], now);
             if (t < next)
                 next = t;
         }
+    /* a sweep scheduled while this ran lowered next_timer: keep it */
+    uint64_t sw = atomic_load(&ctx->req_sweep_at);
+    if (sw < next)
+        next = sw;
     atomic_store_explicit(&ctx->next_timer, next, memory_order_relaxed);
+    lower_timer(ctx, atomic_load(&ctx->req_sweep_at));
 }
 
 int nv_progress_pass(netvm_ctx_t *ctx)
@@ -518,7 +587,7 @@ static void sleep_once(netvm_ctx_t *ctx, struct netvm_req *r, int events, uint64
     if (r) {
         atomic_store_explicit(&r->waiting, 1, memory_order_seq_cst);
         uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
-        if (s != NV_REQ_DONE) {
+        if (NV_REQ_WHAT(s) != NV_REQ_DONE) {
             struct timespec ts = { 0, (long)(slice < 10000000ull ? slice : 10000000ull) };
             syscall(SYS_futex, &r->state, FUTEX_WAIT_PRIVATE, s, &ts, NULL, 0);
         }
@@ -647,7 +716,7 @@ netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, struct nv_peer *p)
     for (uint32_t i = 0; i < ctx->nreqs; i++) {
         struct netvm_req *r = &ctx->reqs[i];
         uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
-        if (s == NV_REQ_FREE || s == NV_REQ_DONE || (id >= 0 && atomic_load(&r->peer_id) != id))
+        if (NV_REQ_WHAT(s) == NV_REQ_FREE || NV_REQ_WHAT(s) == NV_REQ_DONE || (id >= 0 && atomic_load(&r->peer_id) != id))
             continue;
         struct use u = { r, atomic_load(&r->gen) };
         if (use_over(&u))

@@ -71,7 +71,7 @@ struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *re
     struct netvm_req *r = pop_free(ctx);
     if (!r)
         return NULL;
-    atomic_fetch_add_explicit(&r->gen, 1, memory_order_relaxed);
+    uint16_t gen = (uint16_t)(atomic_fetch_add_explicit(&r->gen, 1, memory_order_relaxed) + 1);
     r->peer = p;
     atomic_store_explicit(&r->peer_id, nv_peer_id(p), memory_order_relaxed);
     r->status = NETVM_OK;
@@ -91,7 +91,8 @@ struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *re
     if (!p->is_rank)
         nv_peer_ref(p);
     atomic_fetch_add_explicit(&p->outstanding, 1, memory_order_relaxed);
-    atomic_store_explicit(&r->state, NV_REQ_PENDING, memory_order_release);
+    atomic_fetch_add_explicit(&ctx->npending, 1, memory_order_relaxed);
+    atomic_store_explicit(&r->state, NV_REQ_STATE(NV_REQ_PENDING, gen), memory_order_release);
     return r;
 }
 
@@ -100,16 +101,27 @@ void nv_req_free(struct netvm_req *r)
     netvm_ctx_t *ctx = r->ctx;
     struct nv_peer *p = r->peer;
     r->peer = NULL;
-    atomic_store_explicit(&r->state, NV_REQ_FREE, memory_order_relaxed);
+    atomic_store_explicit(&r->state, NV_REQ_STATE(NV_REQ_FREE, atomic_load(&r->gen)), memory_order_relaxed);
     push_free(ctx, r);
     if (p && !p->is_rank)
         nv_peer_put(p);
 }
 
+/* Claim the use of r whose state word is s (pending, unclaimed). */
+static int claim_state(struct netvm_req *r, uint32_t s)
+{
+    return atomic_compare_exchange_strong(&r->state, &s, s | NV_REQ_ANSWERING);
+}
+
 int nv_req_claim(struct netvm_req *r)
 {
-    uint32_t pending = NV_REQ_PENDING;
-    return atomic_compare_exchange_strong(&r->state, &pending, NV_REQ_PENDING | NV_REQ_ANSWERING);
+    uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+    return NV_REQ_WHAT(s) == NV_REQ_PENDING && claim_state(r, s);
+}
+
+int nv_req_claim_id(struct netvm_req *r, uint32_t id)
+{
+    return claim_state(r, NV_REQ_STATE(NV_REQ_PENDING, id >> 16));
 }
 
 /* The completer's part once the request is done: a request nobody holds
@@ -126,24 +138,26 @@ static void run_then(struct netvm_req *r)
     nv_req_free(r);
 }
 
-static int finish(struct netvm_req *r, netvm_status_t st, uint64_t result, int give_up)
+/* Finish the use of r whose state word is s: pending, or pending and
+ * claimed (then only by its claimant's completion, not by a give-up). */
+static int finish_state(struct netvm_req *r, uint32_t s, netvm_status_t st, uint64_t result, int give_up)
 {
     /* take it first: a reply and a peer-down (or timeout) may race; an
      * answer being written can only be ended by its own completion */
-    uint32_t s = NV_REQ_PENDING;
-    if (!atomic_compare_exchange_strong(&r->state, &s, NV_REQ_PENDING | 0x100)) {
-        s = NV_REQ_PENDING | NV_REQ_ANSWERING;
-        if (give_up || !atomic_compare_exchange_strong(&r->state, &s, NV_REQ_PENDING | 0x100))
-            return 0;
-    }
+    uint32_t what = NV_REQ_WHAT(s);
+    if (what != NV_REQ_PENDING && (give_up || what != (NV_REQ_PENDING | NV_REQ_ANSWERING)))
+        return 0;
+    if (!atomic_compare_exchange_strong(&r->state, &s, NV_REQ_STATE(NV_REQ_PENDING | 0x100, NV_REQ_GEN(s))))
+        return 0;
     r->status = st;
     if (r->result && st == NETVM_OK)
         *r->result = result;
     atomic_fetch_sub_explicit(&r->peer->outstanding, 1, memory_order_release);
+    atomic_fetch_sub_explicit(&r->ctx->npending, 1, memory_order_relaxed);
     /* who finishes it is decided before it is seen done: a continuation set
      * after this sees DONE and runs itself (nv_req_set_then) */
     unsigned fin = atomic_fetch_or_explicit(&r->fin, NV_REQF_DONE, memory_order_acq_rel);
-    atomic_store_explicit(&r->state, NV_REQ_DONE, memory_order_release);
+    atomic_store_explicit(&r->state, NV_REQ_STATE(NV_REQ_DONE, NV_REQ_GEN(s)), memory_order_release);
     if (fin & NV_REQF_THEN) {
         run_then(r);
         return 1;
@@ -153,11 +167,26 @@ static int finish(struct netvm_req *r, netvm_status_t st, uint64_t result, int g
     return 1;
 }
 
+static int finish(struct netvm_req *r, netvm_status_t st, uint64_t result, int give_up)
+{
+    uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+    /* a claimed request may be finished by its claimant while a give-up looks */
+    return finish_state(r, s, st, result, give_up) ||
+           (!give_up && NV_REQ_WHAT(s) == NV_REQ_PENDING &&
+            finish_state(r, atomic_load_explicit(&r->state, memory_order_acquire), st, result, 0));
+}
+
+int nv_req_finish_state(struct netvm_req *r, uint32_t s, netvm_status_t st, int give_up)
+{
+    return finish_state(r, s, st, 0, give_up);
+}
+
 int nv_req_give_up(struct netvm_req *r, netvm_status_t st) { return finish(r, st, 0, 1); }
 int nv_req_complete(struct netvm_req *r, netvm_status_t st, uint64_t result) { return finish(r, st, result, 0); }
 
 void nv_req_set_then(struct netvm_req *r, netvm_req_fn fn, void *arg)
 {
+    nv_progress_sweep_due(r->ctx);   /* nobody waits for it: its timeout is the sweep's */
     r->then = fn;
     r->then_arg = arg;
     unsigned fin = atomic_fetch_or_explicit(&r->fin, NV_REQF_THEN, memory_order_acq_rel);
