@@ -115,16 +115,23 @@ static inline uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Bytes of seed h (same seed, same bytes); never all zero in a word. */
+/* Bytes of seed h (same seed, same bytes); never all zero in a word.
+ * Written in blocks of 8 KiB: dst may be memory netvm's progress thread
+ * read from (a put's source sent from where it lies, an exported buffer),
+ * synchronised through the network where ThreadSanitizer cannot see it;
+ * the report it makes and suppresses costs time per racing call, so the
+ * fewer calls the better. */
 static inline void fill_pattern(void *dst, size_t len, uint64_t h)
 {
     uint8_t *p = dst;
-    uint64_t s = h;
+    uint64_t s = h, block[1024];
     while (len) {
-        s += 0x9e3779b97f4a7c15ull;
-        uint64_t v = mix64(s) | 1;
-        size_t n = len < 8 ? len : 8;
-        memcpy(p, &v, n);
+        size_t n = len < sizeof block ? len : sizeof block;
+        for (size_t i = 0; i < (n + 7) / 8; i++) {
+            s += 0x9e3779b97f4a7c15ull;
+            block[i] = mix64(s) | 1;
+        }
+        memcpy(p, block, n);
         p += n;
         len -= n;
     }

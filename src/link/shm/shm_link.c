@@ -294,8 +294,10 @@ netvm_status_t nv_shm_attach(struct nv_link *l, struct nv_lpeer *lp, const struc
         s->peers->prev = pe;
     s->peers = pe;
     pthread_mutex_unlock(&s->peers_lock);
-    lp->conn = pe;
-    lp->link = l;
+    /* atomic: the peer may already be found by its id in another thread's
+     * receive path (take_record), which reads these */
+    __atomic_store_n(&lp->link, l, __ATOMIC_RELAXED);
+    __atomic_store_n(&lp->conn, pe, __ATOMIC_RELEASE);
     return NETVM_OK;
 }
 

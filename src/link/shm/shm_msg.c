@@ -324,7 +324,8 @@ static void take_record(struct shm_link *s, const uint8_t *rec, size_t len)
         return;
     }
     struct nv_lpeer *from = s->base.up.peer_ref(s->base.up.arg, nv_get32(rec + 4));
-    if (!from || !from->conn || from->link != &s->base) {
+    if (!from || !__atomic_load_n(&from->conn, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&from->link, __ATOMIC_RELAXED) != &s->base) {
         nv_debug("shm link: a message from an unknown or departed peer dropped");
         if (from)
             s->base.up.peer_unref(s->base.up.arg, from);
