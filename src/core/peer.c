@@ -242,7 +242,9 @@ netvm_status_t nv_peer_get(netvm_ctx_t *ctx, int id, struct nv_peer **out)
     struct nv_peer *p = nv_peer_slot(ctx, idx);
     if (!p)
         return NETVM_ERR_RANK;
-    if (p->is_rank) {
+    /* (atomic: a fresh slot is placed before nv_peer_new fills it in; its
+     * refs are 0 until then, which sends this reader away below) */
+    if (__atomic_load_n(&p->is_rank, __ATOMIC_RELAXED)) {
         if (NV_PEER_GEN(id))
             return NETVM_ERR_RANK;
         *out = p;
@@ -292,7 +294,7 @@ netvm_status_t nv_peer_new(netvm_ctx_t *ctx, struct nv_peer **out)
     if (gen > NV_PEER_MAX_GEN)
         gen = 1;
     p->ctx = ctx;
-    p->is_rank = 0;
+    __atomic_store_n(&p->is_rank, 0, __ATOMIC_RELAXED);
     memset(&p->lp, 0, sizeof p->lp);
     atomic_store(&p->outstanding, 0);
     atomic_store(&p->dead, 0);
