@@ -296,8 +296,9 @@ static uint64_t sweep_requests(netvm_ctx_t *ctx, uint64_t now)
     for (uint32_t i = 0; i < ctx->nreqs && atomic_load(&ctx->npending); i++) {
         struct netvm_req *r = &ctx->reqs[i];
         uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+        /* (issued after now was read: not late, and now - issued would wrap) */
         if (NV_REQ_WHAT(s) != NV_REQ_PENDING ||
-            now - __atomic_load_n(&r->issued_ns, __ATOMIC_RELAXED) <= ctx->timeout_ns)
+            __atomic_load_n(&r->issued_ns, __ATOMIC_RELAXED) + ctx->timeout_ns >= now)
             continue;
         /* the CAS on s fails if the slot was reused since (issued_ns then
          * was the new use's) */
