@@ -157,6 +157,17 @@ static void fill(struct nv_am_hdr *h, unsigned id, const uint64_t *args, unsigne
     h->len = len;
 }
 
+/* A one-way message's common start (send, forward): its arguments checked,
+ * its peer taken (the caller puts it back), its header filled in. */
+static netvm_status_t start_msg(netvm_ctx_t *ctx, int peer, unsigned id, const uint64_t *args, unsigned nargs,
+                                const void *payload, size_t len, struct nv_peer **p, struct nv_am_hdr *h)
+{
+    netvm_status_t st = check_msg(nargs, args, payload, len);
+    if (st == NETVM_OK && (st = nv_peer_get(ctx, peer, p)) == NETVM_OK)
+        fill(h, id, args, nargs, len);
+    return st;
+}
+
 static int is_large(struct nv_peer *p, size_t len)
 {
     return len > p->lp.link->ops->caps.am_eager;
@@ -169,14 +180,11 @@ netvm_status_t netvm_am_send(netvm_ctx_t *ctx, int peer, unsigned id, const uint
         *reqp = NULL;
     if (!ctx || id >= NETVM_AM_MAX_ID)
         return NETVM_ERR_INVAL;
-    netvm_status_t st = check_msg(nargs, args, payload, len);
+    struct nv_peer *p;
+    struct nv_am_hdr h;
+    netvm_status_t st = start_msg(ctx, peer, id, args, nargs, payload, len, &p, &h);
     if (st != NETVM_OK)
         return st;
-    struct nv_peer *p;
-    if ((st = nv_peer_get(ctx, peer, &p)) != NETVM_OK)
-        return st;
-    struct nv_am_hdr h;
-    fill(&h, id, args, nargs, len);
     if (!p->lp.link || !is_large(p, len)) {
         st = nv_am_send(ctx, p, &h, payload, NULL, 0);
         nv_peer_put(p);
@@ -368,14 +376,11 @@ netvm_status_t netvm_am_forward(netvm_ctx_t *ctx, int peer, unsigned id, const n
 {
     if (!ctx || !token || id >= NETVM_AM_MAX_ID || token_bad(token))
         return NETVM_ERR_INVAL;
-    netvm_status_t st = check_msg(nargs, args, payload, len);
+    struct nv_peer *p;
+    struct nv_am_hdr h;
+    netvm_status_t st = start_msg(ctx, peer, id, args, nargs, payload, len, &p, &h);
     if (st != NETVM_OK)
         return st;
-    struct nv_peer *p;
-    if ((st = nv_peer_get(ctx, peer, &p)) != NETVM_OK)
-        return st;
-    struct nv_am_hdr h;
-    fill(&h, id, args, nargs, len);
     h.flags = NV_AMW_F_TOKEN;
     token_from_pub(token, &h.token);
     st = nv_am_send(ctx, p, &h, payload, NULL, NV_AMS_REPLY | NV_AMS_COPY);
