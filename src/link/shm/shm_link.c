@@ -306,8 +306,9 @@ static void mark_dead(struct shm_link *s, struct shm_peer *pe)
     if (atomic_load(&pe->dead))
         return;
     /* what it sent before it exited is taken in first: a goodbye waiting
-     * in the ring makes its end a graceful one (and closes it) */
-    shm_poll(&s->base, NULL);
+     * in the ring makes its end a graceful one (and closes it), also when
+     * another thread is taking the ring in right now */
+    shm_poll_all(&s->base);
     if (atomic_exchange(&pe->dead, 1))
         return;
     nv_info("shm link: peer %d (pid %d) exited", pe->lp->id, (int)pe->pid);

@@ -353,6 +353,29 @@ static void take_record(struct shm_link *s, const uint8_t *rec, size_t len)
     s->base.up.peer_unref(s->base.up.arg, from);
 }
 
+static __thread struct shm_link *consuming_here;   /* this thread is inside take_in(s) */
+
+/* Take in what the ring holds; the caller holds s->consuming. */
+static int take_in(struct shm_link *s)
+{
+    struct nv_mpsc q = nv_shm_ring_view(s->self);
+    int n = 0;
+    size_t len;
+    struct shm_link *was = consuming_here;
+    consuming_here = s;
+    while ((len = nv_mpsc_pop_bytes(&q, s->rxbuf, s->rxcap)) != 0) {
+        n++;
+        if (len == SIZE_MAX) {
+            nv_warn("shm link: a malformed record in the ring dropped");
+            continue;
+        }
+        take_record(s, s->rxbuf, len);
+    }
+    consuming_here = was;
+    atomic_flag_clear_explicit(&s->consuming, memory_order_release);
+    return n;
+}
+
 int shm_poll(struct nv_link *l, struct nv_lpeer *lp)
 {
     (void)lp;   /* one ring holds every peer's messages */
@@ -362,17 +385,19 @@ int shm_poll(struct nv_link *l, struct nv_lpeer *lp)
         return 0;   /* the common case of a poll loop: no locked instruction */
     if (atomic_flag_test_and_set_explicit(&s->consuming, memory_order_acquire))
         return 0;
-    struct nv_mpsc q = nv_shm_ring_view(s->self);
-    int n = 0;
-    size_t len;
-    while ((len = nv_mpsc_pop_bytes(&q, s->rxbuf, s->rxcap)) != 0) {
-        n++;
-        if (len == SIZE_MAX) {
-            nv_warn("shm link: a malformed record in the ring dropped");
-            continue;
-        }
-        take_record(s, s->rxbuf, len);
+    return take_in(s);
+}
+
+void shm_poll_all(struct nv_link *l)
+{
+    struct shm_link *s = shm_of(l);
+    if (consuming_here == s) {
+        shm_poll(l, NULL);   /* called from a record being taken in: the rest follows anyway */
+        return;
     }
-    atomic_flag_clear_explicit(&s->consuming, memory_order_release);
-    return n;
+    /* another thread may be taking the ring in: wait for it, then look */
+    while (atomic_flag_test_and_set_explicit(&s->consuming, memory_order_acquire))
+        sched_yield();
+    drain_all_spills(s);
+    take_in(s);
 }

@@ -101,6 +101,9 @@ netvm_status_t shm_cma_read(struct nv_link *l, struct shm_peer *pe, uint64_t rad
 netvm_status_t shm_am_send(struct nv_link *l, struct nv_lpeer *lp, const uint8_t *hdr, size_t hlen,
                            const void *payload, size_t plen, unsigned flags, void *token, uint32_t id);
 int            shm_poll(struct nv_link *l, struct nv_lpeer *lp);
+/* Take in everything the ring holds now, waiting for another thread that
+ * is taking it in (a peer's death must not overtake its goodbye). */
+void           shm_poll_all(struct nv_link *l);
 void           shm_ring_doorbell(struct shm_peer *pe);
 void           shm_rndv_fail_peer(struct shm_link *s, struct shm_peer *pe);
 void           shm_spill_free(struct shm_peer *pe);
