@@ -24,7 +24,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_AM_CREDITS",     "64",    "one-way active messages a peer may have unhandled at a receiver (use the same value everywhere)" },
     { "NETVM_SHM_EAGER",      "2048",  "active-message payloads up to this many bytes travel through the shm ring; larger ones are copied once by the receiver" },
     { "NETVM_POLL_LEASE_US",  "2000",  "us after its last call an application thread that polls keeps the sockets before the progress thread takes them back" },
-    { "NETVM_ACK_DELAY_US",   "500",   "us an acknowledgement may wait for a polling application thread's next frame once that thread stops calling (tcp)" },
+    { "NETVM_ACK_DELAY_US",   "2000",  "us an acknowledgement may wait for a polling application thread's next frame once that thread stops calling (tcp)" },
     { "NETVM_LISTEN_MAX_PEERS", "1024", "peers a listener admits at once when netvm_listen does not say" },
     { "NETVM_HANDSHAKE_MS",   "10000", "ms a connection may take to authenticate before it is closed" },
     { "NETVM_HANDSHAKE_MAX",  "64",    "connections authenticating at once on one listener; more are closed at once" },
