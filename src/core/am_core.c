@@ -76,7 +76,11 @@ static void serve_signal(netvm_ctx_t *ctx, struct nv_peer *p, const struct nv_am
     uint64_t addr = 0, old = 0;
     netvm_status_t st = NETVM_ERR_INVAL;
     unsigned op = h->nargs >= 5 ? w_op(h->args[0]) : 99;
-    if (op <= NETVM_SIGNAL_ADD)
+    struct nv_link *l = p->lp.link;
+    uint32_t gate = h->nargs >= 6 ? (uint32_t)h->args[5] : 0;
+    if (gate && l && l->ops->gate_failed && l->ops->gate_failed(l, &p->lp, gate, &st))
+        op = 99;   /* the put before it failed here: no signal (st says why) */
+    else if (op <= NETVM_SIGNAL_ADD)
         st = apply_word(ctx, h, 1, op == NETVM_SIGNAL_SET ? NETVM_WRITE : NETVM_ATOMIC, &addr, &old);
     if (st == NETVM_OK)
         word_done(ctx, p, addr, NETVM_TRIP_WRITE, w_mode(h->args[0]) & NV_WORD_NOTIFY, h->args[4]);

@@ -260,6 +260,8 @@ struct netvm_ctx {
     _Atomic int      lent;       /* P is disabled in Q: an application thread serves it */
     _Atomic int      lent_sticky;/* ... and keeps it after its call returns (polling) */
     _Atomic int      in_e;       /* P is enabled in E (armed event queue) */
+    _Atomic int      rings_held; /* a polling loop counts as a poller of the links' rings
+                                    (poll_enter), so producers do not ring the progress thread */
     _Atomic uint64_t next_timer; /* when the links' deadlines want a pass next (ns) */
     _Atomic unsigned app_inside; /* application threads inside a netvm wait or poll */
     _Atomic uint64_t app_calls;  /* application progress calls (a counter the lease watches) */
@@ -267,6 +269,7 @@ struct netvm_ctx {
     uint64_t         lease_ns;
     uint64_t         ack_delay_ns;
     _Atomic uint32_t npending;      /* requests issued and not finished */
+    _Atomic uint32_t next_gate;     /* the last gate a put with signal named (signal.c) */
     _Atomic uint64_t req_sweep_at;  /* next look for requests past NETVM_TIMEOUT (UINT64_MAX: none due) */  /* the progress thread's look while P is lent (held acknowledgements) */
 
     /* events: the endpoint block peers post into, and what core keeps */
@@ -431,9 +434,10 @@ netvm_status_t nv_reserve_req(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *res
  * return the operation's status. */
 netvm_status_t nv_finish_req(netvm_ctx_t *ctx, struct netvm_req *q, netvm_status_t st);
 /* The operations with every option: remote (put: return at remote
- * completion), flags (NETVM_F_*), the tag of their notifications. */
+ * completion), flags (NETVM_F_*), the tag of their notifications; a put's
+ * gate (nv_note.gate; 0: none, and never with a notification). */
 netvm_status_t nv_put(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const void *src, size_t len,
-                      unsigned flags, int remote, uint64_t tag);
+                      unsigned flags, int remote, uint64_t tag, uint32_t gate);
 netvm_status_t nv_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off, size_t len,
                       unsigned flags, uint64_t tag, netvm_req_t **req);
 netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_atomic_op_t op,

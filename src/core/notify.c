@@ -8,7 +8,7 @@
 netvm_status_t netvm_put_notify(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off, const void *src,
                                 size_t len, unsigned flags, uint64_t tag)
 {
-    return nv_put(ctx, dst, off, src, len, flags, 0, tag);
+    return nv_put(ctx, dst, off, src, len, flags, 0, tag, 0);
 }
 
 netvm_status_t netvm_get_notify(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,

@@ -188,14 +188,15 @@ static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, c
 }
 
 netvm_status_t nv_put(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const void *src, size_t len,
-                      unsigned flags, int remote, uint64_t tag)
+                      unsigned flags, int remote, uint64_t tag, uint32_t gate)
 {
     netvm_status_t st = check(ctx, r, off, len, NETVM_WRITE, flags);
     if (st != NETVM_OK || len == 0)
         return st;
     if (!src || (flags & NETVM_F_NOTIFY_RESPONDER))
         return NETVM_ERR_INVAL;
-    struct nv_note note = { .flags = flags & NV_NOTE_COMPLETER, .tag = tag };
+    struct nv_note note = { .flags = flags & NV_NOTE_COMPLETER, .tag = tag, .gate = gate };
+    const struct nv_note *np = note.flags || gate ? &note : NULL;
     struct own_ev ev = { .tag = tag };
     if (nv_rtrip_any(r))
         ev.kinds |= NV_REQEV_RTRIP;
@@ -204,14 +205,14 @@ netvm_status_t nv_put(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const void 
         /* every piece but the last completes locally; the last one's remote
          * completion covers them all (one ordered stream per peer). Events
          * are per piece (a transfer over 1 GiB is several operations). */
-        st = put_piece(ctx, r, off, p, MAX_PIECE, 0, note.flags ? &note : NULL, &ev);
+        st = put_piece(ctx, r, off, p, MAX_PIECE, 0, np, &ev);
         off += MAX_PIECE;
         p += MAX_PIECE;
         len -= MAX_PIECE;
     }
     if (flags & NETVM_F_NOTIFY_REQUESTER)
         ev.kinds |= NV_REQEV_REQUESTER;
-    return st == NETVM_OK ? put_piece(ctx, r, off, p, len, remote, note.flags ? &note : NULL, &ev) : st;
+    return st == NETVM_OK ? put_piece(ctx, r, off, p, len, remote, np, &ev) : st;
 }
 
 netvm_status_t netvm_put(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
@@ -221,7 +222,7 @@ netvm_status_t netvm_put(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
         return NETVM_ERR_INVAL;
     if (nv_in_handler && dst && is_async(dst))
         return NETVM_ERR_STATE;   /* it would wait for the target: use netvm_put_nb */
-    return nv_put(ctx, dst, off, src, len, flags, 1, 0);
+    return nv_put(ctx, dst, off, src, len, flags, 1, 0, 0);
 }
 
 /* Local completion is the point where src may be reused: the link has the
@@ -234,7 +235,7 @@ netvm_status_t netvm_put_nb(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
     *req = NULL;
     if (flags & ~(unsigned)NETVM_F_UNORDERED)
         return NETVM_ERR_INVAL;
-    return nv_put(ctx, dst, off, src, len, flags, 0, 0);
+    return nv_put(ctx, dst, off, src, len, flags, 0, 0, 0);
 }
 
 netvm_status_t netvm_put_imm(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,

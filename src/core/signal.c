@@ -26,21 +26,23 @@ static netvm_status_t check_signal(netvm_ctx_t *ctx, netvm_rseg_t *dst, netvm_rs
 }
 
 /* The word's operation for the target (am_core.c): args[0] = slot | op << 32 |
- * mode << 40 (mode 2: answer only a failure), key, offset, value, tag. */
+ * mode << 40 (mode 2: answer only a failure), key, offset, value, tag, the
+ * gate of the put before it (0: none). */
 static void signal_args(const netvm_rseg_t *sig, size_t off, uint64_t value, netvm_signal_op_t op, unsigned mode,
-                        struct nv_am_hdr *h)
+                        uint32_t gate, struct nv_am_hdr *h)
 {
     h->handler = NV_AMH_SIGNAL;
-    h->nargs = 5;
+    h->nargs = 6;
     h->args[0] = (uint64_t)sig->d.slot | (uint64_t)op << 32 | (uint64_t)mode << 40;
     h->args[1] = sig->d.key;
     h->args[2] = off;
     h->args[3] = value;
     h->args[4] = 0;
+    h->args[5] = gate;
 }
 
 static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, uint64_t value,
-                             netvm_signal_op_t op, int remote)
+                             netvm_signal_op_t op, int remote, uint32_t gate)
 {
     struct nv_link *l = sig->link;
     int sync = (l->ops->caps.flags & NV_LCAP_SYNC) != 0;
@@ -63,14 +65,14 @@ static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, ui
         /* nobody waits and no event follows: the target answers only a
          * failure, which reaches us before the answer to our next flush
          * (the same ordered stream), so success costs the target no send */
-        signal_args(sig, off, value, op, 2, &h);
+        signal_args(sig, off, value, op, 2, gate, &h);
         return nv_am_send(ctx, sig->peer, &h, NULL, NULL, NV_AMS_NOW);
     }
     struct netvm_req *q;
     netvm_status_t st = nv_reserve_req(ctx, sig->peer, NULL, &q);
     if (st != NETVM_OK)
         return st;
-    signal_args(sig, off, value, op, 0, &h);
+    signal_args(sig, off, value, op, 0, gate, &h);
     if (!remote) {
         /* nobody waits: a failure at the target goes to the next flush */
         q->ev_kinds = NV_REQEV_ERROR | (nv_rtrip_any(sig) ? NV_REQEV_RTRIP : 0);
@@ -103,9 +105,15 @@ static netvm_status_t put_signal(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off
         return NETVM_ERR_INVAL;
     /* the data completes locally; the signal behind it on the same
      * ordered path cannot overtake it (NETVM_F_UNORDERED is about the data
-     * alone) */
-    st = nv_put(ctx, dst, off, src, len, 0, 0, 0);
-    return st == NETVM_OK ? signal(ctx, sig, sig_off, value, op, remote) : st;
+     * alone). Where the data may still fail at the target (a link without
+     * NV_LCAP_SYNC), the put and the signal name one gate, and the target
+     * refuses the signal of a put that failed there. */
+    uint32_t gate = 0;
+    if (!(dst->link->ops->caps.flags & NV_LCAP_SYNC))
+        while (!(gate = atomic_fetch_add_explicit(&ctx->next_gate, 1, memory_order_relaxed) + 1))
+            ;
+    st = nv_put(ctx, dst, off, src, len, 0, 0, 0, gate);
+    return st == NETVM_OK ? signal(ctx, sig, sig_off, value, op, remote, gate) : st;
 }
 
 netvm_status_t netvm_put_signal(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off, const void *src,

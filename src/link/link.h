@@ -64,6 +64,11 @@ enum {
 struct nv_note {
     unsigned flags;   /* NV_NOTE_* */
     uint64_t tag;
+    /* put, on a link without NV_LCAP_SYNC, never with a notification:
+     * nonzero, an operation that must not happen if this put fails at the
+     * target follows it, naming the same gate (a put with signal); the
+     * target remembers the gate of a put that failed (ops->gate_failed) */
+    uint32_t gate;
 };
 
 /* What a target publishes about one of its segments. */
@@ -225,6 +230,12 @@ struct nv_link_ops {
      * answer): never blocks. */
     netvm_status_t (*am_send)(struct nv_link *l, struct nv_lpeer *p, const uint8_t *hdr, size_t hlen,
                               const void *payload, size_t plen, unsigned flags, void *token, uint32_t id);
+
+    /* target side: did a put from p that named this gate (nv_note.gate)
+     * fail here? Nonzero once per failed gate, its status in *st (the
+     * put's failure is forgotten then). NULL on links whose puts fail at
+     * the initiator (NV_LCAP_SYNC). */
+    int (*gate_failed)(struct nv_link *l, struct nv_lpeer *p, uint32_t gate, netvm_status_t *st);
 
     /* remote completion of every put issued to p before it (may be
      * pending: token, id) */

@@ -78,8 +78,10 @@ int nv_tcp_hdr_decode(const uint8_t *buf, size_t len, struct nv_tcp_hdr *h, cons
         return fail(why, "unknown frame kind");
     if (h->status >= NETVM_STATUS_COUNT)
         return fail(why, "unknown status");
-    if (h->flags & ~(unsigned)(NV_TCP_F_ACK | NV_TCP_F_NOTIFY | NV_TCP_F_TRAILER))
+    if (h->flags & ~(unsigned)(NV_TCP_F_ACK | NV_TCP_F_NOTIFY | NV_TCP_F_TRAILER | NV_TCP_F_GATE))
         return fail(why, "unknown flags");
+    if ((h->flags & NV_TCP_F_GATE) && (h->kind != NV_TCP_PUT || (h->flags & NV_TCP_F_NOTIFY)))
+        return fail(why, "a gate on a frame other than a PUT without a notification");
     if ((h->flags & NV_TCP_F_TRAILER) && h->kind != NV_TCP_PUT && h->kind != NV_TCP_GET_RESP &&
         h->kind != NV_TCP_AM)
         return fail(why, "trailer on a frame that carries no payload");

@@ -13,7 +13,7 @@
  *   C -> A  ATTACHED(status)          only when they move to another link
  *   REFUSE(status) instead of a step: the listener is full, or unknown purpose.
  * Then (both directions are symmetric):
- *   PUT(slot, key, off, len, F_ACK?, F_NOTIFY?) + len bytes  ->  PUT_ACK(status) if F_ACK
+ *   PUT(slot, key, off, len, F_ACK?, F_NOTIFY? or F_GATE?) + len bytes  ->  PUT_ACK(status) if F_ACK
  *   GET(slot, key, off, len, F_NOTIFY?)           ->  GET_RESP(status) + len bytes if OK
  *   (F_NOTIFY: a notification at the target with operand as its tag)
  *   FLUSH                                         ->  FLUSH_ACK(first error since the last FLUSH)
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NV_TCP_VERSION   2
+#define NV_TCP_VERSION   3
 #define NV_TCP_HDR_LEN   56
 #define NV_TCP_TRAILER_LEN 8
 /* a single PUT or GET moves at most this much; larger transfers are split */
@@ -58,6 +58,8 @@ enum {
                                      carrying operand as its tag */
     NV_TCP_F_TRAILER = 1u << 2,   /* PUT, GET_RESP, AM: an 8-byte status follows the payload (the
                                      sender read the payload straight from memory that may vanish) */
+    NV_TCP_F_GATE    = 1u << 3,   /* PUT without F_NOTIFY: operand is a gate; if the put fails, the
+                                     target refuses what names the gate after it (a signal) */
 };
 
 struct nv_tcp_hdr {
@@ -69,7 +71,7 @@ struct nv_tcp_hdr {
     uint64_t key;
     uint64_t off;
     uint64_t len;      /* payload bytes that follow; GET: bytes asked for */
-    uint64_t operand;  /* PUT/GET with F_NOTIFY: tag */
+    uint64_t operand;  /* PUT/GET with F_NOTIFY: tag; PUT with F_GATE: the gate */
 };
 
 void nv_tcp_hdr_encode(const struct nv_tcp_hdr *h, uint8_t out[NV_TCP_HDR_LEN]);

@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cproc import LIMIT, Fail, World, check, run  # noqa: E402
 
-V = 2  # NV_TCP_VERSION
+V = 3  # NV_TCP_VERSION
 
 
 def hdr(kind, ln, status=0, flags=0):

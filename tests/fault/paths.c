@@ -25,14 +25,13 @@
  * that succeeded, and a write tripwire over the hole that no failed access
  * fires. The target never crashes and keeps serving.
  *
- *   paths MODE ROUNDS [known-bugs]
+ *   paths MODE ROUNDS
  *
  * MODE: unmap | prot | ro | trunc (fault.h). In ro the hole can be read:
  * gets succeed, and so does an FCAA that does not add (it only reads).
- * Over tcp the puts with signal
- * whose data goes into the hole are left out unless known-bugs is given:
- * the signal is applied although the data failed, and the call succeeds
- * (the failure comes with the next flush).
+ * A put with signal whose data goes into the hole fails and its signal is
+ * not applied, on every link (over tcp the data fails at the target, which
+ * then refuses the signal behind it: the put's gate).
  *
  * Runs on any link: NETVM_SHM_MAPPED=0 or the default shm link (exported
  * ordinary memory is reached with process_vm_readv/writev, atomics run at
@@ -74,7 +73,6 @@ static op_t ops[1024];
 static int nops;
 static region_t reg;
 static int mode;
-static bool sigdata;             /* puts with signal whose data goes into the hole */
 static netvm_ctx_t *ctx;
 
 /* --- the table ------------------------------------------------------------------- */
@@ -132,16 +130,14 @@ static void build_table(void)
             add(K_PUT_NOTIFY, pos, nsz[s], 0, 0, 0);
             add(K_GET_NOTIFY, pos, nsz[s], 0, 0, 0);
         }
-    /* put with signal: data and word outside, word in, data in (the
-     * last unless sigdata is 0) */
+    /* put with signal: data and word outside, word in, data in */
     static const size_t ssz[] = { 100, 64 * KiB };
     for (int op = NETVM_SIGNAL_SET; op <= NETVM_SIGNAL_ADD; op++)
         for (int s = 0; s < 2; s++)
             for (int k = K_PUT_SIGNAL; k <= K_PUT_SIGNAL_NB; k++) {
                 add(k, P_OUT, ssz[s], 0, P_OUT, op);
                 add(k, P_OUT, ssz[s], 0, P_IN, op);
-                if (sigdata)
-                    add(k, P_IN, ssz[s], 0, P_OUT, op);
+                add(k, P_IN, ssz[s], 0, P_OUT, op);
             }
     /* payloads: eager everywhere; beyond shm's eager size (2048), beyond
      * tcp's (63 KiB). A request carries only an eager payload: see
@@ -524,20 +520,13 @@ static void run_op(int round, int phase, int i, bool open)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 3 || (argc == 4 && !strcmp(argv[3], "known-bugs")));
+    CHECK(argc == 3);
     mode = hole_mode_parse(argv[1]);
     int rounds = atoi(argv[2]);
     CHECK(rounds > 0);
     CHECK_OK(netvm_init(&ctx, NULL));
     int rank = check_rank = netvm_rank(ctx);
     CHECK(netvm_size(ctx) == 2);
-    netvm_peer_info_t info;
-    CHECK_OK(netvm_peer_info(ctx, 1 - rank, &info));
-    bool tcp = !strcmp(info.link, "tcp");
-    /* over tcp a put with signal whose data fails at the target still
-     * applies the signal and returns success (the failure comes with the
-     * next flush): a known bug, left out unless asked for */
-    sigdata = !tcp || argc == 4;
     build_table();
     CHECK(nops <= MAXSEQ);
 

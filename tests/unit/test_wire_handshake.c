@@ -280,7 +280,7 @@ static void frame(void)
 {
     uint8_t b[NV_TCP_HDR_LEN + 8];
     struct nv_tcp_hdr h, d;
-    CHECK(NV_TCP_HDR_LEN == 56 && NV_TCP_VERSION == 2 && NV_TCP_KIND_END == 14);
+    CHECK(NV_TCP_HDR_LEN == 56 && NV_TCP_VERSION == 3 && NV_TCP_KIND_END == 14);
 
     /* every kind round-trips with the length it allows */
     for (unsigned k = NV_TCP_HELLO; k < NV_TCP_KIND_END; k++) {
@@ -341,9 +341,9 @@ static void frame(void)
     CHECK(frame_rejected(&h));
 
     /* flags: unknown bits everywhere; TRAILER only on PUT, GET_RESP, AM;
-     * ACK and NOTIFY only on PUT and GET */
+     * ACK and NOTIFY only on PUT and GET; GATE only on a PUT without NOTIFY */
     for (unsigned k = NV_TCP_HELLO; k < NV_TCP_KIND_END; k++) {
-        for (unsigned bit = 3; bit < 16; bit++) {
+        for (unsigned bit = 4; bit < 16; bit++) {
             h = (struct nv_tcp_hdr){ .kind = (uint8_t)k, .flags = (uint16_t)(1u << bit), .len = ok_len(k) };
             CHECK(frame_rejected(&h));
         }
@@ -361,6 +361,12 @@ static void frame(void)
         CHECK(frame_rejected(&h) == (k != NV_TCP_PUT));   /* all three: PUT only */
         h.flags = NV_TCP_F_TRAILER | NV_TCP_F_NOTIFY;
         CHECK(frame_rejected(&h) == (k != NV_TCP_PUT));
+        h.flags = NV_TCP_F_GATE;
+        CHECK(frame_rejected(&h) == (k != NV_TCP_PUT));
+        h.flags = NV_TCP_F_GATE | NV_TCP_F_TRAILER | NV_TCP_F_ACK;
+        CHECK(frame_rejected(&h) == (k != NV_TCP_PUT));
+        h.flags = NV_TCP_F_GATE | NV_TCP_F_NOTIFY;
+        CHECK(frame_rejected(&h));
     }
 
     /* payload lengths per kind */

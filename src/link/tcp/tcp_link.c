@@ -174,6 +174,12 @@ static netvm_status_t tcp_put(struct nv_link *l, struct nv_rdesc *d, uint64_t of
         h.flags |= NV_TCP_F_ACK;
         h.req_id = id;
     }
+    if (note && note->gate) {
+        if (h.flags & NV_TCP_F_NOTIFY)
+            return NETVM_ERR_INVAL;   /* one operand: core never asks for both */
+        h.flags |= NV_TCP_F_GATE;
+        h.operand = note->gate;
+    }
     struct tcp_conn *c = ready_conn(d->peer);
     if (!c)
         return NETVM_ERR_PEER;
@@ -404,6 +410,13 @@ static void tcp_destroy(struct nv_link *l)
     free(t);
 }
 
+static int tcp_gate_failed_op(struct nv_link *l, struct nv_lpeer *lp, uint32_t gate, netvm_status_t *st)
+{
+    (void)l;
+    struct tcp_conn *c = conn_of(lp);
+    return c && tcp_gate_failed(c, gate, st);
+}
+
 static struct nv_link_ops tcp_ops = {
     .name = "tcp",
     .caps = { .flags = NV_LCAP_ORDERED, .max_xfer = NV_TCP_MAX_XFER, .am_eager = TCP_STAGE_CAP - 1024 },
@@ -417,6 +430,7 @@ static struct nv_link_ops tcp_ops = {
     .get = tcp_get,
     .am_send = tcp_am_send,
     .flush = tcp_flush,
+    .gate_failed = tcp_gate_failed_op,
     .poll = tcp_poll,
     .epoll_event = tcp_epoll_event,
     .poll_enter = noop,

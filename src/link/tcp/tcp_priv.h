@@ -94,6 +94,8 @@ struct tcp_hs {
     int      upgrade;
 };
 
+#define TCP_GATES 16
+
 struct tcp_conn {
     struct nv_link_ev ev;           /* epoll token */
     int               is_listener;   /* 0: see tcp_listener_s */
@@ -125,6 +127,11 @@ struct tcp_conn {
     int               in_serve;     /* the frame holds the serve section */
     struct nv_am_rx   amrx;         /* a large active message landing */
     netvm_status_t    first_err;    /* errors of unacknowledged puts since the last FLUSH */
+    /* gates (nv_note.gate) of puts that failed here, until what names
+     * them asks (under mail_lock; gate_n read without it) */
+    _Atomic unsigned  gate_n;
+    uint32_t          gate_id[TCP_GATES];
+    netvm_status_t    gate_st[TCP_GATES];
     _Atomic uint64_t  serve_seq;    /* odd while a frame writes into this process's memory */
     struct tcp_hs    *hs;
     int               listed;       /* in the link's list and epoll set */
@@ -219,6 +226,8 @@ int            tcp_rx(struct tcp_conn *c);
 void           tcp_rx_abort(struct tcp_conn *c);
 
 /* tcp_serve.c: each frame's meaning */
+/* ops->gate_failed for c's peer */
+int            tcp_gate_failed(struct tcp_conn *c, uint32_t gate, netvm_status_t *st);
 /* A frame whose payload (plen bytes) is all at pay. */
 void           tcp_frame(struct tcp_conn *c, const struct nv_tcp_hdr *h, const uint8_t *pay, size_t plen);
 /* A frame whose payload is still coming: where it lands (c->dst, NULL
