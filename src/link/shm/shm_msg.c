@@ -6,6 +6,7 @@
  * room. */
 #define _GNU_SOURCE
 #include "link/shm/shm_priv.h"
+#include "util/guard.h"
 #include "util/log.h"
 #include "util/random.h"
 #include "wire/endian.h"
@@ -226,9 +227,24 @@ netvm_status_t shm_am_send(struct nv_link *l, struct nv_lpeer *lp, const uint8_t
     int wait = !(flags & NV_AMS_REPLY);
     uint8_t rec[SHM_REC_PREFIX + SHM_RNDV_DESC + NV_AM_HDR_MAX];
     if (plen <= s->p.eager) {
+        /* the sender's own buffer may be gone (unmapped behind its back):
+         * a copy that survives the fault, before anything enters the ring */
+        uint8_t local[4096], *tmp = NULL;
+        if (plen) {
+            uint8_t *buf = plen <= sizeof local ? local : (tmp = malloc(plen));
+            if (!buf)
+                return NETVM_ERR_NOMEM;
+            if (nv_guarded_copy(buf, payload, plen) != 0) {
+                free(tmp);
+                return NETVM_ERR_FAULT;
+            }
+            payload = buf;
+        }
         size_t n = prefix(rec, SHM_REC_AM, lp->remote_id);
         memcpy(rec + n, hdr, hlen);
-        return push(s, pe, rec, n + hlen, payload, plen, wait);
+        netvm_status_t st = push(s, pe, rec, n + hlen, payload, plen, wait);
+        free(tmp);
+        return st;
     }
     /* rendezvous: the receiver copies the payload from here */
     void *copy = NULL;
