@@ -12,8 +12,12 @@
  * no thread hand-off. It gives P back when its call returns, or, for a
  * polling loop (netvm_progress, an armed event queue), keeps it and the
  * progress thread takes it back once the application has not called for a
- * lease (NETVM_POLL_LEASE_US). The user's event fd, E, holds the endpoint
- * block's eventfd and, while the event queue is armed, P. */
+ * lease (NETVM_POLL_LEASE_US). The shm rings need no epoll set: a polling
+ * loop counts itself as a poller of them (rings_held), so producers do not
+ * ring the sleeping progress thread for what the loop takes in anyway, and
+ * the progress thread ends that after the same lease. The user's event fd,
+ * E, holds the endpoint block's eventfd and, while the event queue is
+ * armed, P. */
 #define _GNU_SOURCE
 #include "core/internal.h"
 #include "util/config.h"
@@ -147,6 +151,38 @@ static void kick(netvm_ctx_t *ctx)
 
 /* Calls closer together than this make a loop: the caller keeps P. */
 #define LOOP_NS 50000ull
+
+/* Callers hold lend_lock. The loop that held the rings stopped (or the
+ * context ends): producers ring the progress thread again, which looks
+ * at the rings before it sleeps (sleep_prepare). */
+static void release_rings_locked(netvm_ctx_t *ctx)
+{
+    if (!ctx->rings_held)
+        return;
+    for (int i = 0; i < ctx->nlinks; i++)
+        ctx->links[i]->ops->poll_leave(ctx->links[i]);
+    atomic_store(&ctx->rings_held, 0);
+}
+
+/* A netvm_progress loop on links without an epoll set to lend (shm): from
+ * its second call within LOOP_NS it counts as a poller of the rings until
+ * the progress thread sees it stop for a lease. */
+static void hold_rings(netvm_ctx_t *ctx)
+{
+    if (atomic_load_explicit(&ctx->rings_held, memory_order_relaxed) || !ctx->thread_up)
+        return;
+    uint64_t now = nv_now_ns();
+    if (now - atomic_exchange_explicit(&ctx->last_poll_ns, now, memory_order_relaxed) >= LOOP_NS)
+        return;
+    pthread_mutex_lock(&ctx->lend_lock);
+    if (!ctx->rings_held) {
+        for (int i = 0; i < ctx->nlinks; i++)
+            ctx->links[i]->ops->poll_enter(ctx->links[i]);
+        atomic_store(&ctx->rings_held, 1);
+        kick(ctx);   /* it watches the lease from now on */
+    }
+    pthread_mutex_unlock(&ctx->lend_lock);
+}
 
 void nv_progress_enter(netvm_ctx_t *ctx, int sticky)
 {
@@ -321,6 +357,13 @@ static uint64_t sweep_requests(netvm_ctx_t *ctx, uint64_t now)
  * events of); the next one is kept for the progress thread's sleep. */
 static void pass_timers(netvm_ctx_t *ctx)
 {
+    /* an application thread that spins passes millions of times a second
+     * and a clock read costs as much as a look at a ring: it looks at the
+     * (millisecond) deadlines every 64th pass; the progress thread, whose
+     * sleep they bound, at every one */
+    static _Thread_local unsigned passes;
+    if (!nv_is_progress_thread && (++passes & 63))
+        return;
     uint64_t now = nv_now_ns(), due = atomic_load_explicit(&ctx->next_timer, memory_order_relaxed);
     /* deadlines only ever come later than those known (or are lowered
      * into next_timer): look again when one is due, or when none was known
@@ -419,8 +462,11 @@ static void check_lease(netvm_ctx_t *ctx, uint64_t *seen_calls, uint64_t *seen_n
     if (now - *seen_ns < ctx->lease_ns)
         return;
     pthread_mutex_lock(&ctx->lend_lock);
-    if (ctx->lent && !atomic_load(&ctx->app_inside) && atomic_load(&ctx->app_calls) == calls)
-        give_back_locked(ctx);
+    if (!atomic_load(&ctx->app_inside) && atomic_load(&ctx->app_calls) == calls) {
+        if (ctx->lent)
+            give_back_locked(ctx);
+        release_rings_locked(ctx);
+    }
     pthread_mutex_unlock(&ctx->lend_lock);
 }
 
@@ -455,7 +501,9 @@ static void *progress_main(void *arg)
         /* nanosecond timeouts: while P is lent, look every
          * NETVM_ACK_DELAY_US (held acknowledgements, the lease) */
         int deferred = atomic_load(&ctx->ndeferred) != 0;
-        uint64_t wait_ns = lent ? ctx->ack_delay_ns : deferred ? 1000000ull : UINT64_MAX;
+        uint64_t wait_ns = lent ? ctx->ack_delay_ns
+                         : atomic_load(&ctx->rings_held) ? ctx->lease_ns
+                         : deferred ? 1000000ull : UINT64_MAX;
         uint64_t due = atomic_load_explicit(&ctx->next_timer, memory_order_relaxed);
         if (due != UINT64_MAX) {
             uint64_t now = nv_now_ns();
@@ -478,9 +526,9 @@ static void *progress_main(void *arg)
                 (void)r;
             }
         }
-        if (ctx->lent)
+        if (ctx->lent || atomic_load(&ctx->rings_held))
             check_lease(ctx, &seen_calls, &seen_ns);
-        else if (n > 0 && atomic_load(&ctx->pass_busy)) {
+        if (!ctx->lent && n > 0 && atomic_load(&ctx->pass_busy)) {
             /* an application thread is in a pass: P stays readable until it
              * is done; do not spin on it */
             for (unsigned i = 0; atomic_load(&ctx->pass_busy) && i < 4096; i++)
@@ -515,6 +563,9 @@ netvm_status_t nv_progress_start(netvm_ctx_t *ctx)
 
 void nv_progress_stop(netvm_ctx_t *ctx)
 {
+    pthread_mutex_lock(&ctx->lend_lock);
+    release_rings_locked(ctx);
+    pthread_mutex_unlock(&ctx->lend_lock);
     if (ctx->have_thread) {
         uint64_t one = 1;
         ssize_t n = write(ctx->stopfd, &one, sizeof one);
@@ -750,6 +801,8 @@ int netvm_progress(netvm_ctx_t *ctx)
         return n;
     }
     atomic_fetch_add_explicit(&ctx->app_calls, 1, memory_order_relaxed);
+    if (!loop && !nv_in_handler && !lending_pays(ctx))
+        hold_rings(ctx);
     for (int i = 0; i < ctx->nlinks; i++)
         if (ctx->links[i]->ops->flush_tx)
             ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
