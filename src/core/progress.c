@@ -550,8 +550,10 @@ netvm_status_t nv_progress_start(netvm_ctx_t *ctx)
         return NETVM_OK;
     }
     int err = pthread_create(&ctx->thread, NULL, progress_main, ctx);
-    if (!err)
+    if (!err) {
         ctx->thread_up = 1;
+        pthread_setname_np(ctx->thread, "netvm-progress");   /* top -H, gdb, /proc: which is ours */
+    }
     if (err) {
         nv_error("cannot start the progress thread: %s", strerror(err));
         ctx->have_thread = 0;
