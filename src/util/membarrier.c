@@ -5,7 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static _Atomic int registered = -1;   /* -1: not tried; 0: no; 1: yes */
+_Atomic int nv_membarrier_registered = -1;   /* -1: not tried; 0: no; 1: yes */
+#define registered nv_membarrier_registered
 
 int nv_membarrier_register(void)
 {
@@ -17,11 +18,6 @@ int nv_membarrier_register(void)
         atomic_store(&registered, r);
     }
     return r ? 0 : -1;
-}
-
-int nv_membarrier_ok(void)
-{
-    return atomic_load_explicit(&registered, memory_order_relaxed) == 1;
 }
 
 int nv_membarrier_global(void)

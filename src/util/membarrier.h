@@ -10,7 +10,12 @@
 /* Register this process; 0 if it may rely on nv_membarrier_global (then
  * nv_membarrier_ok() returns 1). Idempotent. */
 int  nv_membarrier_register(void);
-int  nv_membarrier_ok(void);
+/* inline: the frequent side asks on every access */
+extern _Atomic int nv_membarrier_registered;
+static inline int nv_membarrier_ok(void)
+{
+    return atomic_load_explicit(&nv_membarrier_registered, memory_order_relaxed) == 1;
+}
 /* A full barrier on every CPU running a registered process; 0 on success. */
 int  nv_membarrier_global(void);
 
