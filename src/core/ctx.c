@@ -3,6 +3,7 @@
  * all, revoking every segment and saying goodbye to every peer. */
 #define _GNU_SOURCE
 #include "core/internal.h"
+#include "util/hmac.h"
 #include "link/shm/shm.h"
 #include "util/config.h"
 #include "util/guard.h"
@@ -88,6 +89,7 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
     ctx->uuid = nv_random_key();
     if (!ctx->uuid || nv_guard_init() != 0)
         st = NETVM_ERR_SYS;
+    nv_hmac_warm();   /* libcrypto starts here, not in the first handshake of a connect */
     if (st == NETVM_OK)
         st = nv_atu_init(&ctx->atu, sp.max_segments);
     if (st == NETVM_OK)

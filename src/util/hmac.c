@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -30,12 +31,21 @@ static int injected_failure(void)
     return 0;
 }
 
+/* The algorithm is fetched once per process: the first fetch starts
+ * libcrypto's providers (milliseconds), and every fetch looks it up. */
+static EVP_MAC *hmac_alg;
+static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+
+static void fetch_alg(void) { hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL); }
+
+void nv_hmac_warm(void) { pthread_once(&hmac_once, fetch_alg); }
+
 static int compute(const void *key, size_t key_len, const struct nv_hmac_part *parts, size_t n,
                    uint8_t out[NV_HMAC_SHA256_LEN])
 {
     int ok = 0;
-    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    EVP_MAC_CTX *ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
+    nv_hmac_warm();
+    EVP_MAC_CTX *ctx = hmac_alg ? EVP_MAC_CTX_new(hmac_alg) : NULL;
     char digest[] = "SHA256";
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
@@ -51,7 +61,6 @@ static int compute(const void *key, size_t key_len, const struct nv_hmac_part *p
              out_len == NV_HMAC_SHA256_LEN;
     }
     EVP_MAC_CTX_free(ctx);
-    EVP_MAC_free(mac);
     return ok;
 }
 

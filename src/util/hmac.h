@@ -29,6 +29,10 @@ struct nv_hmac_part {
 int nv_hmac_sha256(const void *key, size_t key_len, const struct nv_hmac_part *parts, size_t n,
                    uint8_t out[NV_HMAC_SHA256_LEN]);
 
+/* Start libcrypto's HMAC now (milliseconds the first time in a process),
+ * so that the first handshake does not pay it. */
+void nv_hmac_warm(void);
+
 /* 1 if the len bytes at a and b are equal, else 0, in time that depends on
  * len only: comparing a received MAC must not tell an attacker how many of
  * its leading bytes were right. */

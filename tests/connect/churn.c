@@ -15,7 +15,8 @@
  * measured (netvm_connect call to return: the tcp handshake, and on one
  * machine the move to shm; NETVM_LINKS=tcp keeps it on tcp), median and
  * p99 over the N clients after the warm-up, for a process's first
- * connection (which starts libcrypto) and its second. Clients run one at
+ * connection (which opens the tcp link; libcrypto started in netvm_init)
+ * and its second. Clients run one at
  * a time: latency without contention. */
 #define _GNU_SOURCE
 #include "check.h"
@@ -50,8 +51,8 @@ static long long connect_once(netvm_ctx_t *c, const char *addr, int i, int *peer
     return (long long)(t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec);
 }
 
-/* Connects twice: the first connection of a process pays for libcrypto's
- * start (its first HMAC), the second does not; both are reported. */
+/* Connects twice: the first connection of a process opens its tcp link,
+ * the second does not; both are reported. */
 static int client(const char *addr, int i, int wait_kill)
 {
     netvm_ctx_t *c;
@@ -250,7 +251,7 @@ int main(int argc, char **argv)
     const char *links = getenv("NETVM_LINKS");
     printf("churn: %d clients after %d of warm-up (%d killed), two connections each, link %s\n", n, warm,
            killed, links && !strcmp(links, "tcp") ? "tcp" : "shm (moved after the tcp handshake)");
-    pct("a process's first (with libcrypto's start)", cold, n);
+    pct("a process's first (opens the tcp link)", cold, n);
     pct("its second", hot, n);
     free(cold);
     free(hot);
