@@ -210,6 +210,9 @@ struct netvm_ctx {
     uint32_t         peer_free_head, peer_free_len, peer_free_cap;
     uint32_t         peer_high;  /* indices below this have been used */
     struct { struct nv_uuid_slot *v; uint32_t cap, n; } uuids;   /* endpoint id -> peer index */
+    /* the same, read without peer_lock (every reply looks its origin up):
+     * a hint, checked against the peer it names */
+    struct { _Atomic uint64_t uuid; _Atomic int id; } uuid_hint[64];
     struct nv_peer  *grave;      /* released peers whose link state waits to be freed */
     _Atomic int      npeers_connected;
     struct netvm_listener *listeners;
