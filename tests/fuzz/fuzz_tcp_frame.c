@@ -1,5 +1,5 @@
 /* libFuzzer target: the tcp link's frame header decoder (wire/tcp_frame.h,
- * version 2) and the trailer. A header that decodes re-encodes to the same
+ * version 3) and the trailer. A header that decodes re-encodes to the same
  * bytes (the two pads aside, which the decoder ignores), its flags obey
  * the rules of its kind, and its payload length is one the kind allows. */
 #include "wire/tcp_frame.h"
@@ -55,7 +55,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned k = h.kind;
     if (k < NV_TCP_HELLO || k >= NV_TCP_KIND_END || h.status >= NETVM_STATUS_COUNT)
         abort();
-    if (h.flags & ~(unsigned)(NV_TCP_F_ACK | NV_TCP_F_NOTIFY | NV_TCP_F_TRAILER))
+    if (h.flags & ~(unsigned)(NV_TCP_F_ACK | NV_TCP_F_NOTIFY | NV_TCP_F_TRAILER | NV_TCP_F_GATE))
+        abort();
+    if ((h.flags & NV_TCP_F_GATE) && (k != NV_TCP_PUT || (h.flags & NV_TCP_F_NOTIFY)))
         abort();
     if ((h.flags & NV_TCP_F_TRAILER) && k != NV_TCP_PUT && k != NV_TCP_GET_RESP && k != NV_TCP_AM)
         abort();
