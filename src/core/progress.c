@@ -164,14 +164,15 @@ static void release_rings_locked(netvm_ctx_t *ctx)
     atomic_store(&ctx->rings_held, 0);
 }
 
-/* A netvm_progress loop on links without an epoll set to lend (shm): from
- * its second call within LOOP_NS it counts as a poller of the rings until
- * the progress thread sees it stop for a lease. */
-static void hold_rings(netvm_ctx_t *ctx)
+/* A netvm_progress loop, or a loop of blocking calls, on links without an
+ * epoll set to lend (shm): from its second call within LOOP_NS it counts
+ * as a poller of the rings until the progress thread sees it stop for a
+ * lease (a waiter does not enter and leave the poller count per call, a
+ * store to a line every producer reads). */
+static void hold_rings_at(netvm_ctx_t *ctx, uint64_t now)
 {
     if (atomic_load_explicit(&ctx->rings_held, memory_order_relaxed) || !ctx->thread_up)
         return;
-    uint64_t now = nv_now_ns();
     if (now - atomic_exchange_explicit(&ctx->last_poll_ns, now, memory_order_relaxed) >= LOOP_NS)
         return;
     pthread_mutex_lock(&ctx->lend_lock);
@@ -182,6 +183,12 @@ static void hold_rings(netvm_ctx_t *ctx)
         kick(ctx);   /* it watches the lease from now on */
     }
     pthread_mutex_unlock(&ctx->lend_lock);
+}
+
+static void hold_rings(netvm_ctx_t *ctx)
+{
+    if (!atomic_load_explicit(&ctx->rings_held, memory_order_relaxed))
+        hold_rings_at(ctx, nv_now_ns());
 }
 
 void nv_progress_enter(netvm_ctx_t *ctx, int sticky)
@@ -671,8 +678,13 @@ static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg
     uint64_t spin_until = spin ? start + ctx->spin_ns : start;
     netvm_status_t st = NETVM_OK;
     nv_progress_enter(ctx, 0);
-    for (int i = 0; i < ctx->nlinks; i++)
-        ctx->links[i]->ops->poll_enter(ctx->links[i]);
+    if (spin && !lending_pays(ctx))
+        hold_rings_at(ctx, start);
+    /* rings held by a loop: this thread is already counted as polling them */
+    int own_poll = !atomic_load(&ctx->rings_held);
+    if (own_poll)
+        for (int i = 0; i < ctx->nlinks; i++)
+            ctx->links[i]->ops->poll_enter(ctx->links[i]);
     unsigned iter = 0;
     int spinning = 1;
     flush_lazy(ctx);   /* what this thread issued goes before it waits */
@@ -690,9 +702,16 @@ static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg
                     break;
                 }
                 if (now >= spin_until) {
+                    /* about to sleep: producers must ring again */
                     spinning = 0;
-                    for (int i = 0; i < ctx->nlinks; i++)
-                        ctx->links[i]->ops->poll_leave(ctx->links[i]);
+                    if (own_poll) {
+                        for (int i = 0; i < ctx->nlinks; i++)
+                            ctx->links[i]->ops->poll_leave(ctx->links[i]);
+                    } else {
+                        pthread_mutex_lock(&ctx->lend_lock);
+                        release_rings_locked(ctx);
+                        pthread_mutex_unlock(&ctx->lend_lock);
+                    }
                     continue;
                 }
                 if ((iter & 4095) == 0 && r)
@@ -717,7 +736,7 @@ static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg
             slice = deadline - now;
         sleep_once(ctx, r, events, slice);
     }
-    if (spinning)
+    if (spinning && own_poll)
         for (int i = 0; i < ctx->nlinks; i++)
             ctx->links[i]->ops->poll_leave(ctx->links[i]);
     nv_progress_leave(ctx);
