@@ -110,9 +110,11 @@ static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 netvm_status_t nv_shm_link_open(struct nv_link **out, int pfd, const struct nv_shm_params *p,
                                 const struct nv_link_upcalls *up, struct nv_shm_card *card)
 {
+    static _Atomic uint64_t next_uid = 1;
     struct shm_link *s = calloc(1, sizeof *s);
     if (!s)
         return NETVM_ERR_NOMEM;
+    s->uid = atomic_fetch_add(&next_uid, 1);
     s->asym = nv_membarrier_register() == 0;
     shm_ops.caps.am_eager = p->eager;
     s->base.ops = &shm_ops;

@@ -54,6 +54,7 @@ struct shm_link {
     size_t             rxcap;
     uint64_t           gen;        /* publish generations */
     int                asym;       /* membarrier registered: accesses fence with a compiler barrier */
+    uint64_t           uid;        /* unique in the process (a thread's cached op slot names it) */
     struct nv_link_ev  doorbell_ev;   /* epoll token: our doorbell */
     pthread_mutex_t    peers_lock;
     struct shm_peer   *peers;      /* attached peers (revocation fences look at each) */

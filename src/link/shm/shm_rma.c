@@ -272,15 +272,29 @@ struct op_mark {
     uint64_t          seq;   /* 0: the shared count */
 };
 
+/* The calling thread's slot word in the link it last accessed through, and
+ * its value (the thread is its only writer): the common access makes two
+ * plain stores and no other load. Keyed by the link's uid, not its address
+ * (a link closed and another opened at the same address). */
+static __thread struct { uint64_t uid; _Atomic uint64_t *w; uint64_t seq; } op_cache;
+
 static inline struct op_mark access_begin(struct shm_link *s)
 {
-    int i = my_op_slot(s);
-    struct op_mark m = { &s->self->op[i].seq, 0 };
-    if (i == NV_SHM_OP_SLOTS) {
-        atomic_fetch_add_explicit(m.w, 1, memory_order_seq_cst);
-        return m;
+    struct op_mark m;
+    if (__builtin_expect(op_cache.uid != s->uid, 0)) {
+        int i = my_op_slot(s);
+        m.w = &s->self->op[i].seq;
+        if (i == NV_SHM_OP_SLOTS) {
+            atomic_fetch_add_explicit(m.w, 1, memory_order_seq_cst);
+            m.seq = 0;
+            return m;
+        }
+        op_cache.uid = s->uid;
+        op_cache.w = m.w;
+        op_cache.seq = atomic_load_explicit(m.w, memory_order_relaxed);
     }
-    m.seq = atomic_load_explicit(m.w, memory_order_relaxed) | 1;
+    m.w = op_cache.w;
+    m.seq = op_cache.seq | 1;
     if (s->asym) {
         atomic_store_explicit(m.w, m.seq, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst);
@@ -292,10 +306,12 @@ static inline struct op_mark access_begin(struct shm_link *s)
 
 static inline void access_end(struct op_mark m)
 {
-    if (!m.seq)
+    if (!m.seq) {
         atomic_fetch_sub_explicit(m.w, 1, memory_order_release);
-    else
+    } else {
         atomic_store_explicit(m.w, m.seq + 1, memory_order_release);
+        op_cache.seq = m.seq + 1;
+    }
 }
 
 static inline netvm_status_t still_valid(struct nv_link *l, struct shm_import *im)
