@@ -9,6 +9,8 @@
  *   fadd_lat  blocking fetch-and-add, time per operation
  *   am_lat    0-byte active-message round trip: netvm_am_request to a handler
  *             that replies at once with nothing, time per request (size 0)
+ *   am_pp_lat 0-byte one-way active messages in a ping-pong (the handler of
+ *             each sends the next), time per round trip: ucp_am_lat's method
  *   ptr_get_lat, ptr_fadd_lat  (mapped path only) an 8-byte load and a CPU
  *             fetch-and-add through netvm_ptr, time per operation: the bare
  *             load's speed beside the library calls
@@ -43,6 +45,7 @@
 #include <netvm/netvm.h>
 #include <getopt.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +67,8 @@
 #define NOTIFY_STOP (1ull << 62)    /* notify_rate: no more batches */
 #define EV_BATCH 16
 #define AM_ECHO 1                   /* am_lat: the handler that answers at once */
+#define AM_PING 2                   /* am_pp_lat: answered with a one-way AM_PONG */
+#define AM_PONG 3
 
 enum pp_mode { PP_PUT, PP_TRIP_SPIN, PP_TRIP_SLEEP, PP_PUTSIG };
 
@@ -161,6 +166,41 @@ static int am_echo(netvm_ctx_t *ctx, netvm_am_msg_t *msg, void *arg)
     return NETVM_AM_DONE;
 }
 
+/* am_pp_lat: a ping-pong of one-way 0-byte messages, each side sending
+ * from its handler or loop, as ucx_perftest's ucp_am_lat does (no reply
+ * token, no request to complete) */
+static _Atomic uint64_t pongs;
+
+static int am_ping(netvm_ctx_t *ctx, netvm_am_msg_t *msg, void *arg)
+{
+    (void)arg;
+    OK(netvm_am_send(ctx, msg->peer, AM_PONG, NULL, 0, NULL, 0, NULL));
+    return NETVM_AM_DONE;
+}
+
+static int am_pong(netvm_ctx_t *ctx, netvm_am_msg_t *msg, void *arg)
+{
+    (void)ctx;
+    (void)msg;
+    (void)arg;
+    atomic_fetch_add(&pongs, 1);
+    return NETVM_AM_DONE;
+}
+
+static double am_pp_batch(struct bench *b, int path, size_t s, size_t n)
+{
+    (void)path;
+    (void)s;
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++) {
+        uint64_t want = atomic_load(&pongs) + 1;
+        OK(netvm_am_send(b->ctx, b->peer, AM_PING, NULL, 0, NULL, 0, NULL));
+        while (atomic_load(&pongs) < want)
+            netvm_progress(b->ctx);
+    }
+    return now_s() - t0;
+}
+
 /* netvm_ptr: loads and CPU atomics straight on the peer's memory (the
  * compiler barrier keeps each load in the loop) */
 static double ptr_get_batch(struct bench *b, int path, size_t s, size_t n)
@@ -255,6 +295,7 @@ static void one_sided(struct bench *b, int path)
         emit(b, "get_lat", path, sizes[i], "us", timed(b, get_batch, path, sizes[i], &n) * 1e6);
     emit(b, "fadd_lat", path, 8, "us", timed(b, fadd_batch, path, 8, &n) * 1e6);
     emit(b, "am_lat", path, 0, "us", timed(b, am_batch, path, 0, &n) * 1e6);
+    emit(b, "am_pp_lat", path, 0, "us", timed(b, am_pp_batch, path, 0, &n) * 1e6);
     if (path == 0 && netvm_ptr(b->theirs[0], 0)) {
         emit(b, "ptr_get_lat", path, 8, "us", timed(b, ptr_get_batch, path, 8, &n) * 1e6);
         emit(b, "ptr_fadd_lat", path, 8, "us", timed(b, ptr_fadd_batch, path, 8, &n) * 1e6);
@@ -699,6 +740,8 @@ int nv_cmd_bench(int argc, char **argv)
     memset(b.src, 1, MAX_SIZE);
     OK(netvm_export(b.ctx, b.mine[1], MAX_SIZE + 64, NETVM_RWA, "bench-cma", &seg[1]));
     OK(netvm_am_register(b.ctx, AM_ECHO, am_echo, NULL));
+    OK(netvm_am_register(b.ctx, AM_PING, am_ping, NULL));
+    OK(netvm_am_register(b.ctx, AM_PONG, am_pong, NULL));
     OK(netvm_barrier(b.ctx));
     OK(netvm_import(b.ctx, b.peer, "bench-mapped", &b.theirs[0]));
     OK(netvm_import(b.ctx, b.peer, "bench-cma", &b.theirs[1]));

@@ -224,9 +224,14 @@ static void make_token(netvm_ctx_t *ctx, struct netvm_req *q, struct nv_am_token
     t->call = id;
     t->key = key;
     /* a payload token even without a reply buffer: a reply with a payload
-     * then reaches the caller, and fails its request (NETVM_ERR_BOUNDS) */
+     * then reaches the caller, and fails its request (NETVM_ERR_BOUNDS).
+     * Its key comes from the call's: both travel in the one token, so
+     * whoever could learn one has the other, and nobody without the token
+     * learns either (one SipHash per call, not two) */
     t->pindex = 1;
-    t->pkey = nv_siphash2(ctx->token_key, n, 0x7061796cull << 32 | id);   /* "payl" */
+    t->pkey = (key << 29 | key >> 35) ^ 0x7061796c6b657921ull;   /* "paylkey!" */
+    if (!t->pkey)
+        t->pkey = 1;
     atomic_store_explicit(&q->pkey, t->pkey, memory_order_relaxed);
     atomic_store_explicit(&q->key, key, memory_order_release);
 }
