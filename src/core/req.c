@@ -152,6 +152,13 @@ static int finish_state(struct netvm_req *r, uint32_t s, netvm_status_t st, uint
     r->status = st;
     if (r->result && st == NETVM_OK)
         *r->result = result;
+    /* a detached operation's failure belongs to the next flush: record it
+     * before the flush can see this request over (outstanding, DONE), not
+     * in run_then after (a flush in another thread missed it) */
+    if ((r->ev_kinds & NV_REQEV_ERROR) && st != NETVM_OK) {
+        nv_peer_async_error(r->peer, st);
+        r->ev_kinds &= ~NV_REQEV_ERROR;
+    }
     atomic_fetch_sub_explicit(&r->peer->outstanding, 1, memory_order_release);
     atomic_fetch_sub_explicit(&r->ctx->npending, 1, memory_order_relaxed);
     /* who finishes it is decided before it is seen done: a continuation set
