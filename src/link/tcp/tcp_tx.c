@@ -318,7 +318,8 @@ netvm_status_t tcp_mail(struct tcp_conn *c, const struct nv_tcp_hdr *h, const vo
         return NETVM_ERR_NOMEM;
     m->next = NULL;
     nv_tcp_hdr_encode(h, m->hdr);
-    memcpy(m->hdr + NV_TCP_HDR_LEN, extra, elen);
+    if (elen)   /* a frame without extra (a FLUSH) passes NULL */
+        memcpy(m->hdr + NV_TCP_HDR_LEN, extra, elen);
     m->hlen = NV_TCP_HDR_LEN + elen;
     memset(&m->seg, 0, sizeof m->seg);
     m->seg.slot_ref = -1;
