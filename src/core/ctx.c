@@ -3,10 +3,10 @@
  * all, revoking every segment and saying goodbye to every peer. */
 #define _GNU_SOURCE
 #include "core/internal.h"
-#include "util/hmac.h"
 #include "link/shm/shm.h"
 #include "util/config.h"
 #include "util/guard.h"
+#include "util/hmac.h"
 #include "util/log.h"
 #include "util/random.h"
 

@@ -270,10 +270,10 @@ struct netvm_ctx {
     _Atomic uint64_t app_calls;  /* application progress calls (a counter the lease watches) */
     _Atomic uint64_t last_poll_ns; /* an application thread's last progress call (any thread: relaxed) */
     uint64_t         lease_ns;
-    uint64_t         ack_delay_ns;
+    uint64_t         ack_delay_ns;  /* the progress thread's look while P is lent (held acknowledgements) */
     _Atomic uint32_t npending;      /* requests issued and not finished */
     _Atomic uint32_t next_gate;     /* the last gate a put with signal named (signal.c) */
-    _Atomic uint64_t req_sweep_at;  /* next look for requests past NETVM_TIMEOUT (UINT64_MAX: none due) */  /* the progress thread's look while P is lent (held acknowledgements) */
+    _Atomic uint64_t req_sweep_at;  /* next look for requests past NETVM_TIMEOUT (UINT64_MAX: none due) */
 
     /* events: the endpoint block peers post into, and what core keeps */
     struct nv_ep      ep;
@@ -497,10 +497,10 @@ int                nv_req_claim(struct netvm_req *req);
 int                nv_req_claim_id(struct netvm_req *req, uint32_t id);
 /* Complete (give_up 0) or give up the use whose state word was s, if it
  * is still that: for sweeps over the pool, which hold no request. */
+int                nv_req_finish_state(struct netvm_req *req, uint32_t s, netvm_status_t st, int give_up);
 /* A request nobody waits for exists: the progress engine's sweep for
  * requests past NETVM_TIMEOUT must be due (progress.c). */
 void               nv_progress_sweep_due(netvm_ctx_t *ctx);
-int                nv_req_finish_state(struct netvm_req *req, uint32_t s, netvm_status_t st, int give_up);
 /* The request named by a wire id, if that use of it is still current. */
 struct netvm_req  *nv_req_lookup(netvm_ctx_t *ctx, uint32_t id);
 /* Give a request away: whoever completes it posts its events (ev_*) and

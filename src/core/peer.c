@@ -318,41 +318,43 @@ netvm_status_t nv_peer_new(netvm_ctx_t *ctx, struct nv_peer **out)
     return NETVM_OK;
 }
 
+static unsigned hint_slot(uint64_t uuid) { return (unsigned)(uuid ^ uuid >> 32) & 63; }
+
 void nv_peer_set_uuid(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t uuid)
 {
     pthread_mutex_lock(&ctx->peer_lock);
     p->uuid = uuid;
     umap_put(umap(ctx), uuid, NV_PEER_IDX(p->lp.id));
-    unsigned h = (unsigned)(uuid ^ uuid >> 32) & 63;
+    unsigned h = hint_slot(uuid);
     atomic_store_explicit(&ctx->uuid_hint[h].id, p->lp.id, memory_order_relaxed);
     atomic_store_explicit(&ctx->uuid_hint[h].uuid, uuid, memory_order_release);
     pthread_mutex_unlock(&ctx->peer_lock);
 }
 
-/* The peer the hint names, if it is the one with that uuid (a stale or
- * torn hint names another, or none). */
-static struct nv_peer *by_hint(netvm_ctx_t *ctx, uint64_t uuid)
+/* The peer with this id, taken, if it is the one with that uuid (the id
+ * may come from a stale or torn hint, or have been reused). */
+static struct nv_peer *get_if_uuid(netvm_ctx_t *ctx, int id, uint64_t uuid)
 {
-    unsigned h = (unsigned)(uuid ^ uuid >> 32) & 63;
-    if (atomic_load_explicit(&ctx->uuid_hint[h].uuid, memory_order_acquire) != uuid)
-        return NULL;
     struct nv_peer *got;
-    if (nv_peer_get(ctx, atomic_load_explicit(&ctx->uuid_hint[h].id, memory_order_relaxed), &got) != NETVM_OK)
+    if (nv_peer_get(ctx, id, &got) != NETVM_OK)
         return NULL;
     if (got->uuid != uuid) {
         nv_peer_put(got);
         return NULL;
     }
+    if (got->is_rank)
+        nv_peer_ref(got);
     return got;
 }
 
 struct nv_peer *nv_peer_by_uuid(netvm_ctx_t *ctx, uint64_t uuid)
 {
-    struct nv_peer *got = by_hint(ctx, uuid);
-    if (got) {
-        if (got->is_rank)
-            nv_peer_ref(got);
-        return got;
+    unsigned h = hint_slot(uuid);
+    if (atomic_load_explicit(&ctx->uuid_hint[h].uuid, memory_order_acquire) == uuid) {
+        struct nv_peer *got =
+            get_if_uuid(ctx, atomic_load_explicit(&ctx->uuid_hint[h].id, memory_order_relaxed), uuid);
+        if (got)
+            return got;
     }
     uint32_t idx;
     pthread_mutex_lock(&ctx->peer_lock);
@@ -363,15 +365,7 @@ struct nv_peer *nv_peer_by_uuid(netvm_ctx_t *ctx, uint64_t uuid)
     struct nv_peer *p = nv_peer_slot(ctx, idx);
     if (!p)
         return NULL;
-    if (nv_peer_get(ctx, __atomic_load_n(&p->lp.id, __ATOMIC_ACQUIRE), &got) != NETVM_OK)
-        return NULL;
-    if (got->uuid != uuid) {
-        nv_peer_put(got);
-        return NULL;
-    }
-    if (got->is_rank)
-        nv_peer_ref(got);
-    return got;
+    return get_if_uuid(ctx, __atomic_load_n(&p->lp.id, __ATOMIC_ACQUIRE), uuid);
 }
 
 void nv_peer_down(netvm_ctx_t *ctx, struct nv_peer *p, int graceful)

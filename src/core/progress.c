@@ -152,6 +152,18 @@ static void kick(netvm_ctx_t *ctx)
 /* Calls closer together than this make a loop: the caller keeps P. */
 #define LOOP_NS 50000ull
 
+/* This thread starts (enter) or stops polling every link's ring. */
+static void poll_rings(netvm_ctx_t *ctx, int enter)
+{
+    for (int i = 0; i < ctx->nlinks; i++) {
+        struct nv_link *l = ctx->links[i];
+        if (enter)
+            l->ops->poll_enter(l);
+        else
+            l->ops->poll_leave(l);
+    }
+}
+
 /* Callers hold lend_lock. The loop that held the rings stopped (or the
  * context ends): producers ring the progress thread again, which looks
  * at the rings before it sleeps (sleep_prepare). */
@@ -159,9 +171,15 @@ static void release_rings_locked(netvm_ctx_t *ctx)
 {
     if (!ctx->rings_held)
         return;
-    for (int i = 0; i < ctx->nlinks; i++)
-        ctx->links[i]->ops->poll_leave(ctx->links[i]);
+    poll_rings(ctx, 0);
     atomic_store(&ctx->rings_held, 0);
+}
+
+static void release_rings(netvm_ctx_t *ctx)
+{
+    pthread_mutex_lock(&ctx->lend_lock);
+    release_rings_locked(ctx);
+    pthread_mutex_unlock(&ctx->lend_lock);
 }
 
 /* A netvm_progress loop, or a loop of blocking calls, on links without an
@@ -177,8 +195,7 @@ static void hold_rings_at(netvm_ctx_t *ctx, uint64_t now)
         return;
     pthread_mutex_lock(&ctx->lend_lock);
     if (!ctx->rings_held) {
-        for (int i = 0; i < ctx->nlinks; i++)
-            ctx->links[i]->ops->poll_enter(ctx->links[i]);
+        poll_rings(ctx, 1);
         atomic_store(&ctx->rings_held, 1);
         kick(ctx);   /* it watches the lease from now on */
     }
@@ -572,9 +589,7 @@ netvm_status_t nv_progress_start(netvm_ctx_t *ctx)
 
 void nv_progress_stop(netvm_ctx_t *ctx)
 {
-    pthread_mutex_lock(&ctx->lend_lock);
-    release_rings_locked(ctx);
-    pthread_mutex_unlock(&ctx->lend_lock);
+    release_rings(ctx);
     if (ctx->have_thread) {
         uint64_t one = 1;
         ssize_t n = write(ctx->stopfd, &one, sizeof one);
@@ -683,8 +698,7 @@ static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg
     /* rings held by a loop: this thread is already counted as polling them */
     int own_poll = !atomic_load(&ctx->rings_held);
     if (own_poll)
-        for (int i = 0; i < ctx->nlinks; i++)
-            ctx->links[i]->ops->poll_enter(ctx->links[i]);
+        poll_rings(ctx, 1);
     unsigned iter = 0;
     int spinning = 1;
     flush_lazy(ctx);   /* what this thread issued goes before it waits */
@@ -704,14 +718,10 @@ static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg
                 if (now >= spin_until) {
                     /* about to sleep: producers must ring again */
                     spinning = 0;
-                    if (own_poll) {
-                        for (int i = 0; i < ctx->nlinks; i++)
-                            ctx->links[i]->ops->poll_leave(ctx->links[i]);
-                    } else {
-                        pthread_mutex_lock(&ctx->lend_lock);
-                        release_rings_locked(ctx);
-                        pthread_mutex_unlock(&ctx->lend_lock);
-                    }
+                    if (own_poll)
+                        poll_rings(ctx, 0);
+                    else
+                        release_rings(ctx);
                     continue;
                 }
                 if ((iter & 4095) == 0 && r)
@@ -737,8 +747,7 @@ static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg
         sleep_once(ctx, r, events, slice);
     }
     if (spinning && own_poll)
-        for (int i = 0; i < ctx->nlinks; i++)
-            ctx->links[i]->ops->poll_leave(ctx->links[i]);
+        poll_rings(ctx, 0);
     nv_progress_leave(ctx);
     return st;
 }

@@ -61,20 +61,6 @@ static netvm_status_t check_access(struct tcp_conn *c, const struct nv_tcp_hdr *
     return t->base.up.translate(t->base.up.arg, h->slot, h->key, h->off, h->len, need, addr);
 }
 
-static void gate_fail(struct tcp_conn *c, uint32_t gate, netvm_status_t st);
-
-static void put_done(struct tcp_conn *c, const struct nv_tcp_hdr *h, netvm_status_t st, uint64_t addr)
-{
-    if (st == NETVM_OK)
-        access_done(c, addr, h->len, NETVM_TRIP_WRITE, note_of(h, NV_NOTE_COMPLETER), h->operand, NV_NOTE_COMPLETER);
-    if (st != NETVM_OK && (h->flags & NV_TCP_F_GATE))
-        gate_fail(c, (uint32_t)h->operand, st);   /* the signal behind it is refused */
-    if (h->flags & NV_TCP_F_ACK)
-        answer(c, NV_TCP_PUT_ACK, h->req_id, st, 0);
-    else if (st != NETVM_OK && !(h->flags & NV_TCP_F_GATE) && c->first_err == NETVM_OK)
-        c->first_err = st;   /* reported by the next FLUSH (a gated put's by its signal's answer) */
-}
-
 /* A gated put failed: what names its gate (the signal behind it) is
  * refused (tcp_gate_failed). The signal follows its put on this stream,
  * so the list holds only the failures of puts whose signals are still on
@@ -95,6 +81,18 @@ static void gate_fail(struct tcp_conn *c, uint32_t gate, netvm_status_t st)
     pthread_mutex_unlock(&c->mail_lock);
     if (!known && n >= TCP_GATES)
         tcp_conn_fail(c, "too many failed puts with signal whose signals have not come");
+}
+
+static void put_done(struct tcp_conn *c, const struct nv_tcp_hdr *h, netvm_status_t st, uint64_t addr)
+{
+    if (st == NETVM_OK)
+        access_done(c, addr, h->len, NETVM_TRIP_WRITE, note_of(h, NV_NOTE_COMPLETER), h->operand, NV_NOTE_COMPLETER);
+    if (st != NETVM_OK && (h->flags & NV_TCP_F_GATE))
+        gate_fail(c, (uint32_t)h->operand, st);   /* the signal behind it is refused */
+    if (h->flags & NV_TCP_F_ACK)
+        answer(c, NV_TCP_PUT_ACK, h->req_id, st, 0);
+    else if (st != NETVM_OK && !(h->flags & NV_TCP_F_GATE) && c->first_err == NETVM_OK)
+        c->first_err = st;   /* reported by the next FLUSH (a gated put's by its signal's answer) */
 }
 
 int tcp_gate_failed(struct tcp_conn *c, uint32_t gate, netvm_status_t *st)
