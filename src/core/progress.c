@@ -631,7 +631,8 @@ static void req_timeouts(netvm_ctx_t *ctx, void *arg)
 {
     struct netvm_req *r = arg;
     check_peer(ctx, r);
-    if (nv_now_ns() - r->issued_ns > ctx->timeout_ns && nv_req_give_up(r, NETVM_ERR_TIMEOUT))
+    uint64_t now = nv_now_ns(), issued = __atomic_load_n(&r->issued_ns, __ATOMIC_RELAXED);
+    if (now > issued && now - issued > ctx->timeout_ns && nv_req_give_up(r, NETVM_ERR_TIMEOUT))
         nv_warn("peer %d did not answer within NETVM_TIMEOUT", nv_peer_id(r->peer));
 }
 
@@ -689,12 +690,13 @@ static void sleep_once(netvm_ctx_t *ctx, struct netvm_req *r, int events, uint64
 static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg, struct netvm_req *r,
                                 uint64_t deadline, int spin, int events)
 {
-    uint64_t start = nv_now_ns();
-    uint64_t spin_until = spin ? start + ctx->spin_ns : start;
+    /* the spin's end is set at the first look at the clock (64 passes in):
+     * an answer that comes sooner costs no clock read */
+    uint64_t spin_until = 0;
     netvm_status_t st = NETVM_OK;
     nv_progress_enter(ctx, 0);
     if (spin && !lending_pays(ctx))
-        hold_rings_at(ctx, start);
+        hold_rings(ctx);
     /* rings held by a loop: this thread is already counted as polling them */
     int own_poll = !atomic_load(&ctx->rings_held);
     if (own_poll)
@@ -715,6 +717,8 @@ static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg
                     st = NETVM_ERR_TIMEOUT;
                     break;
                 }
+                if (!spin_until)
+                    spin_until = spin ? now + ctx->spin_ns : now;
                 if (now >= spin_until) {
                     /* about to sleep: producers must ring again */
                     spinning = 0;

@@ -76,7 +76,8 @@ struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *re
     atomic_store_explicit(&r->peer_id, nv_peer_id(p), memory_order_relaxed);
     r->status = NETVM_OK;
     r->result = result;
-    __atomic_store_n(&r->issued_ns, nv_now_ns(), __ATOMIC_RELAXED);   /* the sweep reads it */
+    /* the sweep reads it; timeouts are milliseconds at least: the coarse clock */
+    __atomic_store_n(&r->issued_ns, nv_now_ns_upper(), __ATOMIC_RELAXED);
     atomic_store_explicit(&r->waiting, 0, memory_order_relaxed);
     atomic_store_explicit(&r->fin, 0, memory_order_relaxed);
     r->then = NULL;
