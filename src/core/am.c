@@ -19,6 +19,7 @@ netvm_status_t nv_am_init(netvm_ctx_t *ctx)
     if (!ctx->am)
         return NETVM_ERR_NOMEM;
     pthread_mutex_init(&ctx->am_lock, NULL);
+    pthread_mutex_init(&ctx->svc_lock, NULL);
     if (nv_random_bytes(ctx->token_key, sizeof ctx->token_key) != 0)
         return NETVM_ERR_SYS;
     return NETVM_OK;
@@ -29,12 +30,18 @@ void nv_am_fini(netvm_ctx_t *ctx)
     free(ctx->am);
     ctx->am = NULL;
     pthread_mutex_destroy(&ctx->am_lock);
+    pthread_mutex_destroy(&ctx->svc_lock);
 }
 
 netvm_status_t netvm_am_register(netvm_ctx_t *ctx, unsigned id, netvm_am_handler_fn fn, void *arg)
 {
     if (!ctx || id >= NETVM_AM_MAX_ID)
         return NETVM_ERR_INVAL;
+    return nv_am_register_id(ctx, id, fn, arg);
+}
+
+netvm_status_t nv_am_register_id(netvm_ctx_t *ctx, unsigned id, netvm_am_handler_fn fn, void *arg)
+{
     pthread_mutex_lock(&ctx->am_lock);
     ctx->am[id].arg = arg;
     __atomic_store_n(&ctx->am[id].fn, fn, __ATOMIC_RELEASE);
@@ -180,6 +187,12 @@ netvm_status_t netvm_am_send(netvm_ctx_t *ctx, int peer, unsigned id, const uint
         *reqp = NULL;
     if (!ctx || id >= NETVM_AM_MAX_ID)
         return NETVM_ERR_INVAL;
+    return nv_am_send_id(ctx, peer, id, args, nargs, payload, len, reqp);
+}
+
+netvm_status_t nv_am_send_id(netvm_ctx_t *ctx, int peer, unsigned id, const uint64_t *args, unsigned nargs,
+                             const void *payload, size_t len, netvm_req_t **reqp)
+{
     struct nv_peer *p;
     struct nv_am_hdr h;
     netvm_status_t st = start_msg(ctx, peer, id, args, nargs, payload, len, &p, &h);
@@ -269,7 +282,16 @@ netvm_status_t netvm_am_request(netvm_ctx_t *ctx, int peer, unsigned id, const u
 {
     if (reqp)
         *reqp = NULL;
-    if (!ctx || id >= NETVM_AM_MAX_ID || (reply_cap && !reply_buf))
+    if (!ctx || id >= NETVM_AM_MAX_ID)
+        return NETVM_ERR_INVAL;
+    return nv_am_request_id(ctx, peer, id, args, nargs, payload, len, reply_buf, reply_cap, result, reqp);
+}
+
+netvm_status_t nv_am_request_id(netvm_ctx_t *ctx, int peer, unsigned id, const uint64_t *args, unsigned nargs,
+                                const void *payload, size_t len, void *reply_buf, size_t reply_cap,
+                                netvm_am_result_t *result, netvm_req_t **reqp)
+{
+    if (reply_cap && !reply_buf)
         return NETVM_ERR_INVAL;
     netvm_status_t st = check_msg(nargs, args, payload, len);
     if (st != NETVM_OK)
@@ -379,7 +401,15 @@ netvm_status_t netvm_am_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, n
 netvm_status_t netvm_am_forward(netvm_ctx_t *ctx, int peer, unsigned id, const netvm_am_token_t *token,
                                 const uint64_t *args, unsigned nargs, const void *payload, size_t len)
 {
-    if (!ctx || !token || id >= NETVM_AM_MAX_ID || token_bad(token))
+    if (!ctx || id >= NETVM_AM_MAX_ID)
+        return NETVM_ERR_INVAL;
+    return nv_am_forward_id(ctx, peer, id, token, args, nargs, payload, len);
+}
+
+netvm_status_t nv_am_forward_id(netvm_ctx_t *ctx, int peer, unsigned id, const netvm_am_token_t *token,
+                                const uint64_t *args, unsigned nargs, const void *payload, size_t len)
+{
+    if (!token || token_bad(token))
         return NETVM_ERR_INVAL;
     struct nv_peer *p;
     struct nv_am_hdr h;

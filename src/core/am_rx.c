@@ -340,7 +340,7 @@ void nv_am_upcall(void *arg, struct nv_am_rx *rx)
         take_reply(ctx, p, rx);
         return;
     }
-    if (rx->h.handler < NETVM_AM_MAX_ID) {
+    if (rx->h.handler < NETVM_AM_MAX_ID || (rx->h.handler >= NV_AMH_SVC && rx->h.handler < NV_AMH_END)) {
         user_message(ctx, p, rx);
         return;
     }

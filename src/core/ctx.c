@@ -36,6 +36,7 @@ static void load_settings(netvm_ctx_t *ctx, const netvm_config_t *cfg, struct nv
 static void release_all(netvm_ctx_t *ctx)
 {
     nv_progress_stop(ctx);
+    nv_svc_fini(ctx);
     nv_peers_fini(ctx);   /* each peer's link state, through its link */
     nv_links_destroy(ctx);
     nv_am_fini(ctx);

@@ -237,6 +237,11 @@ struct netvm_ctx {
     uint32_t          nptok;
     _Atomic uint32_t  ptok_hint;
     pthread_mutex_t   am_lock;   /* deferred lists */
+    pthread_mutex_t   svc_lock;  /* creating the services' state (core/svc.h) */
+    struct {
+        void *state;
+        void (*destroy)(netvm_ctx_t *ctx, void *state);
+    } svc[8];
     _Atomic int       ndeferred; /* messages deferred, all peers */
     unsigned          am_credits_init;
     _Atomic uint64_t  call_nonce;   /* numbers the calls: each reply token's key is unique */
@@ -305,7 +310,9 @@ enum {
     NV_AMH_IMPORT,                     /* an import, answered with the segment's descriptor */
     NV_AMH_CREDIT,                     /* credits back, nothing else */
     NV_AMH_BYE,                        /* a connected peer leaves */
-    NV_AMH_END
+    NV_AMH_SVC,                        /* the first of NV_AMH_NSVC ids of the services
+                                          (core/svc.h): dispatched like the application's */
+    NV_AMH_END = NV_AMH_SVC + 32
 };
 
 
@@ -372,6 +379,18 @@ extern const struct nv_tcp_hs_upcalls nv_hs_upcalls;
 
 /* am.c, am_rx.c, am_core.c: active messages */
 netvm_status_t nv_am_init(netvm_ctx_t *ctx);
+/* am.c: the public calls without their id check (any id below NV_AMH_END
+ * that a handler is registered for; core/svc.h's wrappers) */
+netvm_status_t nv_am_register_id(netvm_ctx_t *ctx, unsigned id, netvm_am_handler_fn fn, void *arg);
+netvm_status_t nv_am_send_id(netvm_ctx_t *ctx, int peer, unsigned id, const uint64_t *args, unsigned nargs,
+                             const void *payload, size_t len, netvm_req_t **reqp);
+netvm_status_t nv_am_request_id(netvm_ctx_t *ctx, int peer, unsigned id, const uint64_t *args, unsigned nargs,
+                                const void *payload, size_t len, void *reply_buf, size_t reply_cap,
+                                netvm_am_result_t *result, netvm_req_t **reqp);
+netvm_status_t nv_am_forward_id(netvm_ctx_t *ctx, int peer, unsigned id, const netvm_am_token_t *token,
+                                const uint64_t *args, unsigned nargs, const void *payload, size_t len);
+/* svc.c: the services' state goes, once no handler can run any more */
+void           nv_svc_fini(netvm_ctx_t *ctx);
 void           nv_am_fini(netvm_ctx_t *ctx);
 void           nv_am_upcall(void *arg, struct nv_am_rx *rx);
 void           nv_am_end_upcall(void *arg, struct nv_am_rx *rx, netvm_status_t st);
