@@ -15,12 +15,13 @@
 enum {
     NV_SVC_MSG   = 0,    /* 0-3: mailbox messages (core/mailbox.c) */
     NV_SVC_RPC   = 4,    /* 4-11: RPC (svc/rpc) */
-    NV_SVC_SYNC  = 12,   /* 12-27: locks, semaphores, queues (svc/sync) */
-    NV_SVC_NIDS  = 32
+    NV_SVC_SYNC  = 12,   /* 12-21: locks, semaphores, wait queues, monitors, barriers (svc/sync) */
+    NV_SVC_CHAN  = 22,   /* 22-27: channels and distributed queues (svc/chan) */
+    NV_SVC_NIDS  = 32    /* 28-31: free */
 };
 
 /* Per-context state slots, one per service. */
-enum { NV_SVC_STATE_MSG, NV_SVC_STATE_RPC, NV_SVC_STATE_SYNC, NV_SVC_NSTATE = 8 };
+enum { NV_SVC_STATE_MSG, NV_SVC_STATE_RPC, NV_SVC_STATE_SYNC, NV_SVC_STATE_CHAN, NV_SVC_NSTATE = 8 };
 
 /* Handler k (< NV_SVC_NIDS) of the services; fn NULL removes it. */
 netvm_status_t nv_svc_register(netvm_ctx_t *ctx, unsigned k, netvm_am_handler_fn fn, void *arg);
