@@ -41,8 +41,15 @@ done
 "$tool" info >"$work/info.out" 2>&1 || { cat "$work/info.out"; fail "installed netvm info"; }
 expect "$work/info.out" "NETVM_TIMEOUT"
 
-step "shared library: SONAME, version links, exports"
+step "pkg-config: version, and what --static adds"
 version=$(pkg-config --modversion netvm)
+expect "$work/info.out" "^netvm ${version//./\\.} "
+static_libs=" $(pkg-config --static --libs netvm) "
+for l in -lnetvm -lcrypto -lpthread; do
+  [[ "$static_libs" == *" $l "* ]] || fail "pkg-config --static --libs netvm lacks $l: $static_libs"
+done
+
+step "shared library: SONAME, version links, exports"
 soname=$(objdump -p "$lib/libnetvm.so" | awk '$1 == "SONAME" { print $2 }')
 case "$version" in 0.*) want_soname=libnetvm.so.${version%.*} ;; *) want_soname=libnetvm.so.${version%%.*} ;; esac
 [ "$soname" = "$want_soname" ] || fail "SONAME is '$soname', wanted $want_soname"
