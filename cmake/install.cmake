@@ -46,7 +46,7 @@ set(NETVM_PC_PREFIX "@CMAKE_INSTALL_PREFIX@")
 netvm_pc_path(NETVM_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
 netvm_pc_path(NETVM_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/netvm.pc.in ${PROJECT_BINARY_DIR}/netvm.pc.in @ONLY)
-install(CODE "configure_file(${PROJECT_BINARY_DIR}/netvm.pc.in ${PROJECT_BINARY_DIR}/netvm.pc @ONLY)")
+install(CODE "configure_file(\"${PROJECT_BINARY_DIR}/netvm.pc.in\" \"${PROJECT_BINARY_DIR}/netvm.pc\" @ONLY)")
 install(FILES ${PROJECT_BINARY_DIR}/netvm.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # CMake package: find_package(netvm) gives netvm::netvm and netvm::netvm_static.
