@@ -7,7 +7,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
 JOBS       ?= $(shell nproc)
 
-.PHONY: all deps demo test build build-asan build-tsan build-fuzz fuzz compare clean
+.PHONY: all deps demo test build build-asan build-tsan build-fuzz fuzz compare clean install
 
 all: build
 
@@ -56,6 +56,15 @@ test: build build-asan build-tsan fuzz
 	@echo "== tests under ThreadSanitizer"
 	@cd $(TSAN_BUILD) && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1" \
 	    ctest --output-on-failure -j $(JOBS) --timeout 300 -LE "bench|netns"
+
+# make install PREFIX=... (default /usr/local; DESTDIR=... stages it): the
+# release build's libraries, headers, tool, docs, pkg-config file and CMake
+# package (docs/install.md). Root installing for real also refreshes the
+# loader's cache, so a system prefix's libnetvm.so is found at once.
+PREFIX ?= /usr/local
+install: build
+	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix $(PREFIX)
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 compare: build
 	@scripts/install-deps.sh --peers

@@ -11,6 +11,8 @@ have ninja || need+=(ninja-build)
 have python3 || need+=(python3)
 # libcrypto (HMAC-SHA-256 for authentication over tcp) and its headers
 [ -f /usr/include/openssl/evp.h ] || need+=(libssl-dev)
+# pkg-config: how programs find an installed netvm (tests/install)
+have pkg-config || need+=(pkgconf)
 # ip(8): the multi-host tests build network namespaces joined by veth pairs
 have ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
 # clang with libFuzzer: the fuzz targets of every wire decoder
