@@ -69,10 +69,12 @@ netvm_status_t netvm_rpc_register(netvm_ctx_t *ctx, unsigned op, netvm_rpc_proc_
 
 /* Answer a call from any thread of any process holding its token, once:
  * status is the procedure's (the caller's netvm_rpc_call returns it),
- * args/payload the reply's (the payload lands in the caller's reply
- * buffer; NETVM_ERR_BOUNDS here if the caller named none, and the call
- * fails with NETVM_ERR_BOUNDS at the caller if the buffer is too small).
- * A second answer to one token is dropped by the caller. Never blocks.
+ * args/payload the reply's: the payload lands in the caller's reply
+ * buffer, checked by the payload token's key before a byte lands; one
+ * longer than that buffer (or any, when the caller named none) fails the
+ * call at the caller with NETVM_ERR_BOUNDS, the buffer untouched. A second
+ * answer to one token, or one with an altered token, is dropped by the
+ * caller and counted (netvm_am_stats().dropped_replies). Never blocks.
  * NETVM_ERR_INVAL for bad arguments, NETVM_ERR_PEER if the caller is gone. */
 netvm_status_t netvm_rpc_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, netvm_status_t status,
                                const uint64_t *args, unsigned nargs, const void *payload, size_t len);
@@ -133,8 +135,10 @@ netvm_status_t netvm_rpc_begin(netvm_ctx_t *ctx, netvm_rpc_handle_t **h);
 netvm_status_t netvm_rpc_push(netvm_rpc_handle_t *h, netvm_rpc_cont_fn fn, void *arg);
 /* Send the call (as netvm_rpc_call; payload may be reused on return,
  * reply_buf must stay valid until the call completed). Returns at once.
- * NETVM_OK: the call is under way, or it already failed (a dead peer, no
- * request slot): the continuations then ran already, here. NETVM_ERR_INVAL
+ * NETVM_OK: the call is under way, or it already failed (a dead peer; no
+ * request slot free inside a handler or continuation: NETVM_ERR_AGAIN;
+ * outside one the call waits for a slot): the continuations then ran
+ * already, here. NETVM_ERR_INVAL
  * (bad arguments) or NETVM_ERR_STATE (issued before): nothing happened.
  * Never blocks (in a handler too). */
 netvm_status_t netvm_rpc_issue(netvm_rpc_handle_t *h, int peer, unsigned op, const uint64_t *args,
