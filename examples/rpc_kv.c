@@ -152,8 +152,11 @@ int main(int argc, char **argv)
         free(g);
     }
     netvm_barrier(ctx);
-    if (me == 0)
+    if (me == 0) {
+        pthread_mutex_lock(&table_lock);
         printf("rpc_kv: server holds %d keys\n", stored);
+        pthread_mutex_unlock(&table_lock);
+    }
     netvm_finalize(ctx);
     return 0;
 }

@@ -50,7 +50,8 @@ static int on_later(netvm_ctx_t *ctx, netvm_rpc_call_t *c, void *arg)
     pthread_mutex_lock(&kept_lock);
     CHECK(nkept < 16);
     kept_arg[nkept] = c->args[0];
-    kept[nkept++] = c->token;
+    kept[nkept] = c->token;
+    __atomic_store_n(&nkept, nkept + 1, __ATOMIC_RELEASE);   /* main polls it without the lock */
     pthread_mutex_unlock(&kept_lock);
     return NETVM_RPC_DONE;
 }
@@ -212,15 +213,13 @@ int main(int argc, char **argv)
         uint64_t v = 1000 + (uint64_t)i;
         CHECK_OK(netvm_rpc_issue(h[i], peer, OP_LATER, &v, 1, NULL, 0, NULL, 0, 0));
     }
-    int from = (me + n - 1) % n;   /* who calls us */
-    (void)from;
     WAIT_UNTIL(ctx, __atomic_load_n(&nkept, __ATOMIC_ACQUIRE) == 4);
     pthread_mutex_lock(&kept_lock);
     for (int i = 3; i >= 0; i--) {
         uint64_t v = kept_arg[i] * 2;
         CHECK_OK(netvm_rpc_reply(ctx, &kept[i], NETVM_OK, &v, 1, NULL, 0));
     }
-    nkept = 0;
+    __atomic_store_n(&nkept, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&kept_lock);
     for (int i = 0; i < 4; i++) {
         CHECK_OK(netvm_rpc_wait(h[i], &res));
