@@ -7,6 +7,12 @@
  *   netvm run -n 3 -- rpc_bench [--min-ms M] [--json FILE] [--quick]
  *
  * Rows as netvm bench prints them: metric, reply size, unit, value.
+ *  am_lat                        us per 0-byte active-message request to a
+ *                                handler that answers at once (netvm bench's
+ *                                am_lat), in rounds alternating with
+ *                                rpc_lat's 0-byte rounds: the medians of
+ *                                both (rpc_lat_alt), so their ratio is
+ *                                RPC's overhead on a busy machine too
  *  rpc_lat / rpc3_lat            us per blocking call
  *  rpc_cont_lat / rpc3_cont_lat  us per nonblocking call, one at a time
  *  rpc_rate / rpc3_rate          blocking calls/s
@@ -24,6 +30,8 @@
 #include <time.h>
 
 enum { OP_REPLY = 1, OP_FWD = 2 };
+#define AM_ECHO 1
+#define ROUNDS  5
 #define WINDOW 16
 #define MAXREPLY 8192
 
@@ -73,6 +81,13 @@ static int on_fwd(netvm_ctx_t *ctx, netvm_rpc_call_t *c, void *arg)
     return NETVM_RPC_DONE;
 }
 
+static int on_am_echo(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
+{
+    (void)arg;
+    netvm_am_reply(ctx, &m->token, NETVM_OK, NULL, 0, NULL, 0);
+    return NETVM_AM_DONE;
+}
+
 static void emit(struct bench *b, const char *metric, size_t size, const char *unit, double v)
 {
     printf("%-20s %9zu %-5s %12.6g\n", metric, size, unit, v);
@@ -93,6 +108,15 @@ static double wait_batch(struct bench *b, size_t s, size_t n)
     double t0 = now_s();
     for (size_t i = 0; i < n; i++)
         OK(netvm_rpc_call(b->ctx, 1, op(b), &a, 1, NULL, 0, b->rbuf[0], MAXREPLY, 0, NULL));
+    return now_s() - t0;
+}
+
+static double am_batch(struct bench *b, size_t s, size_t n)
+{
+    (void)s;
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++)
+        OK(netvm_am_request(b->ctx, 1, AM_ECHO, NULL, 0, NULL, 0, NULL, 0, NULL, NULL));
     return now_s() - t0;
 }
 
@@ -180,6 +204,28 @@ static double timed(struct bench *b, batch_fn fn, size_t s)
     return t / (double)n;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* 0-byte: the raw active-message round trip and the RPC's, alternated */
+static void measure_overhead(struct bench *b)
+{
+    double am[ROUNDS], rpc[ROUNDS], min_s = b->min_s;
+    b->min_s = min_s / ROUNDS;
+    for (int r = 0; r < ROUNDS; r++) {
+        am[r] = timed(b, am_batch, 0);
+        rpc[r] = timed(b, wait_batch, 0);
+    }
+    b->min_s = min_s;
+    qsort(am, ROUNDS, sizeof am[0], cmp_double);
+    qsort(rpc, ROUNDS, sizeof rpc[0], cmp_double);
+    emit(b, "am_lat", 0, "us", am[ROUNDS / 2] * 1e6);
+    emit(b, "rpc_lat_alt", 0, "us", rpc[ROUNDS / 2] * 1e6);
+}
+
 static void measure(struct bench *b)
 {
     static const size_t sizes[] = { 0, 4096, 8192 };
@@ -231,6 +277,7 @@ int main(int argc, char **argv)
     memset(reply_data, 0x5c, sizeof reply_data);
     OK(netvm_rpc_register(b.ctx, OP_REPLY, on_reply, NULL));
     OK(netvm_rpc_register(b.ctx, OP_FWD, on_fwd, NULL));
+    OK(netvm_am_register(b.ctx, AM_ECHO, on_am_echo, NULL));
     OK(netvm_barrier(b.ctx));
     if (me == 0) {
         if (json && !(b.json = fopen(json, "w"))) {
@@ -239,6 +286,7 @@ int main(int argc, char **argv)
         }
         if (b.json)
             fputc('[', b.json);
+        measure_overhead(&b);
         measure(&b);
         if (n >= 3) {
             b.three = 1;
