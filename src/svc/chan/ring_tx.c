@@ -170,7 +170,13 @@ netvm_status_t nv_ring_tx_close(struct nv_ring_tx *tx)
     if (!tx)
         return NETVM_ERR_INVAL;
     pthread_mutex_lock(&tx->lock);
-    netvm_status_t st = netvm_put_imm(tx->ctx, tx->rs, tx->head_off, tx->head << 1 | 1, 0);
+    /* The closing write must land after the last record's head update, and
+     * on the process_vm path a put-with-signal's signal can still be on its
+     * way when a later immediate put lands (it would overwrite the closed
+     * bit): wait for every signal first. */
+    netvm_status_t st = netvm_flush(tx->ctx, tx->peer);
+    if (st == NETVM_OK)
+        st = netvm_put_imm(tx->ctx, tx->rs, tx->head_off, tx->head << 1 | 1, 0);
     pthread_mutex_unlock(&tx->lock);
     tx_free(tx);
     return st;
