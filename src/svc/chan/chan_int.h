@@ -69,6 +69,8 @@ netvm_status_t nv_chan_wait_word(netvm_ctx_t *ctx, const uint64_t *word, netvm_c
                                  int peer, int timeout_ms);
 int            nv_chan_peer_alive(netvm_ctx_t *ctx, int peer);
 int            nv_chan_poll_ms(void);
+/* NETVM_SPIN_US, as netvm_wait_until reads it (default 20). */
+int            nv_chan_spin_us(void);
 /* Milliseconds left of a wait that began at start_ms (< 0: no limit). */
 int            nv_chan_left_ms(int timeout_ms, double start_ms);
 double         nv_chan_now_ms(void);

@@ -20,6 +20,19 @@ int nv_chan_poll_ms(void)
     return v;
 }
 
+int nv_chan_spin_us(void)
+{
+    static _Atomic int cached = -1;   /* -1: not read yet */
+    int v = cached;
+    if (v < 0) {
+        const char *e = getenv("NETVM_SPIN_US");
+        long x = e ? strtol(e, NULL, 10) : 20;
+        v = x >= 0 && x <= 10000000 ? (int)x : 20;
+        cached = v;
+    }
+    return v;
+}
+
 double nv_chan_now_ms(void)
 {
     struct timespec ts;
