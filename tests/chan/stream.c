@@ -88,7 +88,9 @@ int main(int argc, char **argv)
             }
             CHECK(next[0] == count && next[1] == count);
         }
-        /* phase 3: the sender fills the ring while we do not read */
+        /* phase 3: the sender fills the ring while we do not read; our
+         * last credit write-back (a nonblocking put) must have landed */
+        CHECK_OK(netvm_flush(ctx, 0));
         CHECK_OK(netvm_barrier(ctx));
         CHECK_OK(netvm_barrier(ctx));
         size_t pending;

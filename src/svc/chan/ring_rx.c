@@ -94,7 +94,8 @@ netvm_status_t nv_ring_rx_take(struct nv_ring_rx *r, void *buf, size_t cap, size
     if (n > first)
         memcpy((uint8_t *)buf + first, r->data, n - first);
     r->tail += nv_chan_rec_len(n);
-    if (r->tail - r->acked >= r->thresh)
+    /* once closed, nobody waits for room (and the credit word may be gone) */
+    if (r->tail - r->acked >= r->thresh && !(load_acquire(r->head) & 1))
         write_credit(r);
     return NETVM_OK;
 }
