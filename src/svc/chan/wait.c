@@ -3,6 +3,7 @@
  * peer never does, so the wait runs in slices and looks at the peer's
  * liveness between them. */
 #include "chan_int.h"
+#include "util/config.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -11,12 +12,8 @@ int nv_chan_poll_ms(void)
 {
     static _Atomic int cached;   /* 0: not read yet */
     int v = cached;
-    if (v == 0) {
-        const char *e = getenv("NETVM_CHAN_POLL_MS");
-        long x = e ? strtol(e, NULL, 10) : 50;
-        v = x >= 1 && x <= 60000 ? (int)x : 50;
-        cached = v;
-    }
+    if (v == 0)
+        cached = v = (int)nv_config_long("NETVM_CHAN_POLL_MS", 1, 60000);
     return v;
 }
 
@@ -24,12 +21,8 @@ int nv_chan_spin_us(void)
 {
     static _Atomic int cached = -1;   /* -1: not read yet */
     int v = cached;
-    if (v < 0) {
-        const char *e = getenv("NETVM_SPIN_US");
-        long x = e ? strtol(e, NULL, 10) : 20;
-        v = x >= 0 && x <= 10000000 ? (int)x : 20;
-        cached = v;
-    }
+    if (v < 0)
+        cached = v = (int)nv_config_long("NETVM_SPIN_US", 0, 10000000);
     return v;
 }
 
