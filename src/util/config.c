@@ -28,6 +28,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_LISTEN_MAX_PEERS", "1024", "peers a listener admits at once when netvm_listen does not say" },
     { "NETVM_HANDSHAKE_MS",   "10000", "ms a connection may take to authenticate before it is closed" },
     { "NETVM_HANDSHAKE_MAX",  "64",    "connections authenticating at once on one listener; more are closed at once" },
+    { "NETVM_CHAN_POLL_MS",   "50",    "ms between a waiting channel or queue end's looks at its peer's liveness (a dead peer never wakes it)" },
     { "NETVM_RANK",           NULL,    "set by the launcher: this process's rank" },
     { "NETVM_SIZE",           NULL,    "set by the launcher: number of processes in the job" },
     { "NETVM_JOB_ID",         NULL,    "set by the launcher: identifies the job" },
