@@ -424,19 +424,14 @@ struct take {
     netvm_status_t     st;      /* NETVM_ERR_AGAIN: nothing yet */
 };
 
-/* One look: a match is taken (or probed), a dead source ends the wait. */
-static int look(void *arg)
+/* Take (or probe) the oldest match; 1 if there was one. */
+static int take_match(struct take *t)
 {
-    struct take *t = arg;
-    /* the source's state first: a message it sent before dying is in the
-     * mailbox by the time it is known dead, so the look below finds it */
-    netvm_status_t alive = source_state(t->ctx, t->source);
     pthread_mutex_lock(&t->mb->lock);
     uint32_t i = match(t->mb, t->source, t->tag);
     if (i == MB_NONE) {
         pthread_mutex_unlock(&t->mb->lock);
-        t->st = alive == NETVM_OK ? NETVM_ERR_AGAIN : alive;
-        return t->st != NETVM_ERR_AGAIN;
+        return 0;
     }
     struct mb_slot *e = &t->mb->slot[i];
     if (t->info)
@@ -452,6 +447,22 @@ static int look(void *arg)
         t->st = NETVM_OK;
     }
     pthread_mutex_unlock(&t->mb->lock);
+    return 1;
+}
+
+/* One look: a match is taken (or probed), a dead source ends the wait. */
+static int look(void *arg)
+{
+    struct take *t = arg;
+    if (take_match(t))
+        return 1;
+    netvm_status_t alive = source_state(t->ctx, t->source);
+    if (alive == NETVM_OK)
+        return 0;
+    /* what it sent before it was known dead is here by now: look again */
+    if (take_match(t))
+        return 1;
+    t->st = alive;
     return 1;
 }
 
