@@ -184,6 +184,13 @@ int main(int argc, char **argv)
             fclose(b.json);
         }
     }
+    if (getenv("MSG_BENCH_STATS")) {
+        netvm_am_stats_t st;
+        OK(netvm_am_stats(b.ctx, &st));
+        fprintf(stderr, "rank %d: am sent %llu received %llu deferred %llu credit_waits %llu\n", rank,
+                (unsigned long long)st.sent, (unsigned long long)st.received, (unsigned long long)st.deferred,
+                (unsigned long long)st.credit_waits);
+    }
     OK(netvm_barrier(b.ctx));
     OK(netvm_finalize(b.ctx));
     return 0;
