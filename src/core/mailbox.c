@@ -528,14 +528,15 @@ netvm_status_t netvm_msg_setup(netvm_ctx_t *ctx, const netvm_msg_opts_t *opts)
         return NETVM_ERR_INVAL;
     if (nv_svc_state_if(ctx, NV_SVC_STATE_MSG))
         return NETVM_ERR_STATE;
-    /* made here with opts, unless a message made it first */
     netvm_msg_opts_t none = { 0 };
     setup_opts = opts ? opts : &none;
     struct nv_mailbox *mb = mailbox(ctx);
     setup_opts = NULL;
     if (!mb)
         return NETVM_ERR_NOMEM;
-    if (opts && ((opts->max_size && mb->max != opts->max_size) || (opts->slots && mb->nslots != opts->slots)))
+    /* a message that arrived meanwhile made it with the environment's */
+    if (opts && ((opts->max_size && mb->max != opts->max_size) || (opts->slots && mb->nslots != opts->slots) ||
+                 (opts->events && mb->events != (opts->events > 0))))
         return NETVM_ERR_STATE;
     return NETVM_OK;
 }
