@@ -204,6 +204,8 @@ static void landed(netvm_ctx_t *ctx, netvm_am_msg_t *msg, netvm_status_t st, voi
     struct nv_mailbox *mb = l->mb;
     uint32_t i = l->slot;
     free(l);
+    if (nv_svc_state_if(ctx, NV_SVC_STATE_MSG) != mb)
+        return;   /* finalize: the mailbox is gone (a transfer the teardown failed) */
     pthread_mutex_lock(&mb->lock);
     int src = mb->slot[i].src;
     uint64_t tag = mb->slot[i].tag;
