@@ -55,6 +55,9 @@ typedef enum {
                                   peer id, value = the listener's port */
     NETVM_EV_PEER_DOWN,        /* a connected peer left (status NETVM_OK) or died or was lost
                                   (status NETVM_ERR_PEER): rank = its peer id; its operations fail */
+    NETVM_EV_MESSAGE,          /* a message landed in the mailbox (<netvm/msg.h>, with events on):
+                                  rank = source, value = tag, len = its length; a receive may
+                                  already have taken it */
 } netvm_event_type_t;
 
 typedef struct {

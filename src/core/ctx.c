@@ -102,6 +102,8 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
     if (st == NETVM_OK)
         st = nv_am_init(ctx);
     if (st == NETVM_OK)
+        st = nv_msg_init(ctx);
+    if (st == NETVM_OK)
         st = nv_progress_init(ctx);
     sp.ep = &ctx->ep;
     if (st == NETVM_OK)

@@ -149,7 +149,8 @@ static void route(netvm_ctx_t *ctx, const struct nv_ep_rec *r, struct sink *out)
     case NETVM_EV_COMPLETER:
     case NETVM_EV_RESPONDER:
     case NETVM_EV_PEER_UP:
-    case NETVM_EV_PEER_DOWN: {
+    case NETVM_EV_PEER_DOWN:
+    case NETVM_EV_MESSAGE: {
         netvm_event_t ev = { .type = r->type, .access = r->access, .rank = r->rank, .id = r->id,
                              .status = r->status, .value = r->value, .addr = r->addr, .len = r->len };
         stash_to(ctx, &ctx->stash, &ev, out);

@@ -389,6 +389,8 @@ netvm_status_t nv_am_request_id(netvm_ctx_t *ctx, int peer, unsigned id, const u
                                 netvm_am_result_t *result, netvm_req_t **reqp);
 netvm_status_t nv_am_forward_id(netvm_ctx_t *ctx, int peer, unsigned id, const netvm_am_token_t *token,
                                 const uint64_t *args, unsigned nargs, const void *payload, size_t len);
+/* mailbox.c: the mailbox's handler, registered before any peer can send */
+netvm_status_t nv_msg_init(netvm_ctx_t *ctx);
 /* svc.c: the services' state goes, once no handler can run any more */
 void           nv_svc_fini(netvm_ctx_t *ctx);
 void           nv_am_fini(netvm_ctx_t *ctx);
