@@ -113,6 +113,7 @@ struct netvm_req {
     uint64_t        *result;
     uint64_t         issued_ns;
     netvm_ctx_t     *ctx;
+    uint8_t          ordered;  /* counts in its peer's ord_inflight (nv_req_ordered) */
     /* a continuation, or what a request nobody holds posts when it completes */
     _Atomic unsigned fin;      /* NV_REQF_* */
     netvm_req_fn     then;
@@ -157,6 +158,10 @@ struct nv_peer {
     int              is_rank;
     _Atomic uint32_t refs;          /* the table's, imports', operations' on connected peers */
     _Atomic unsigned outstanding;   /* requests awaiting an answer */
+    /* operations its progress engine executes for us (emulated atomics,
+     * signals) still in flight on a link whose other accesses we execute
+     * ourselves (shm): a direct access must not overtake them */
+    _Atomic unsigned ord_inflight;
     _Atomic int      dead;          /* failed or left: operations to it fail */
     _Atomic int      gone;          /* left the table (connected peers) */
     int              graceful;      /* it said goodbye */
@@ -436,6 +441,13 @@ netvm_status_t nv_progress_wait(netvm_ctx_t *ctx, int (*done)(void *arg), void *
  * a sleep also ends when an event arrives. */
 netvm_status_t nv_progress_wait_events(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms,
                                        int spin);
+/* req.c: q is an operation the target executes that a later direct
+ * access to its peer must not overtake (it counts in ord_inflight until it
+ * completes). rma.c: wait until no such operation is in flight to p (unless
+ * flags has NETVM_F_UNORDERED); NETVM_ERR_AGAIN inside a handler, which
+ * must not wait. */
+void           nv_req_ordered(struct netvm_req *q);
+netvm_status_t nv_rma_keep_order(netvm_ctx_t *ctx, struct nv_peer *p, unsigned flags);
 /* Drive progress until p (NULL: all) has no outstanding requests. */
 netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, struct nv_peer *p);
 /* An application thread enters / leaves a call that waits or polls: it

@@ -89,12 +89,19 @@ struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *re
     r->rbuf = NULL;
     r->rcap = 0;
     r->import = NULL;
+    r->ordered = 0;
     if (!p->is_rank)
         nv_peer_ref(p);
     atomic_fetch_add_explicit(&p->outstanding, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&ctx->npending, 1, memory_order_relaxed);
     atomic_store_explicit(&r->state, NV_REQ_STATE(NV_REQ_PENDING, gen), memory_order_release);
     return r;
+}
+
+void nv_req_ordered(struct netvm_req *q)
+{
+    q->ordered = 1;
+    atomic_fetch_add_explicit(&q->peer->ord_inflight, 1, memory_order_relaxed);
 }
 
 void nv_req_free(struct netvm_req *r)
@@ -159,6 +166,10 @@ static int finish_state(struct netvm_req *r, uint32_t s, netvm_status_t st, uint
     if ((r->ev_kinds & NV_REQEV_ERROR) && st != NETVM_OK) {
         nv_peer_async_error(r->peer, st);
         r->ev_kinds &= ~NV_REQEV_ERROR;
+    }
+    if (r->ordered) {
+        r->ordered = 0;
+        atomic_fetch_sub_explicit(&r->peer->ord_inflight, 1, memory_order_release);
     }
     atomic_fetch_sub_explicit(&r->peer->outstanding, 1, memory_order_release);
     atomic_fetch_sub_explicit(&r->ctx->npending, 1, memory_order_relaxed);

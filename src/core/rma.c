@@ -42,6 +42,28 @@ static inline int is_async(const netvm_rseg_t *r)
     return (r->link->ops->caps.flags & NV_LCAP_SYNC) == 0;
 }
 
+static int order_kept(void *arg)
+{
+    struct nv_peer *p = arg;
+    return !atomic_load_explicit(&p->ord_inflight, memory_order_acquire) || atomic_load(&p->dead);
+}
+
+/* On shm the initiator executes puts and mapped atomics itself, while
+ * atomics on memory it cannot map and signals go to the target's progress
+ * engine: a direct access issued after one of those waits until it is
+ * done, else it could land first (a put after a put-with-signal beating
+ * the signal to its word). Only mixed sequences pay; NETVM_F_UNORDERED
+ * opts out. */
+netvm_status_t nv_rma_keep_order(netvm_ctx_t *ctx, struct nv_peer *p, unsigned flags)
+{
+    if ((flags & NETVM_F_UNORDERED) || order_kept(p))
+        return NETVM_OK;
+    if (nv_in_handler)
+        return NETVM_ERR_AGAIN;
+    netvm_status_t st = nv_progress_wait(ctx, order_kept, p, ctx->timeout_ms, 1);
+    return st == NETVM_OK && atomic_load(&p->dead) ? NETVM_ERR_PEER : st;
+}
+
 struct credit_wait { netvm_ctx_t *ctx; struct nv_peer *p; };
 
 static int credit_free(void *arg)
@@ -108,6 +130,7 @@ static netvm_status_t started(struct netvm_req *q, netvm_status_t st, netvm_req_
 struct own_ev {
     unsigned kinds;    /* NV_REQEV_* */
     uint64_t tag;
+    unsigned flags;    /* the operation's NETVM_F_* */
 };
 
 static void post_own(netvm_ctx_t *ctx, struct nv_peer *p, netvm_rseg_t *r, uint64_t off, uint64_t len,
@@ -165,7 +188,10 @@ static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, c
     struct nv_link *l = r->link;
     if (!is_async(r)) {
         /* complete at the target on return */
-        netvm_status_t st = l->ops->put(l, &r->d, off, src, len, remote, NULL, 0, note);
+        netvm_status_t st = nv_rma_keep_order(ctx, r->peer, ev->flags);
+        if (st != NETVM_OK)
+            return st;
+        st = l->ops->put(l, &r->d, off, src, len, remote, NULL, 0, note);
         if (ev->kinds && st == NETVM_OK)   /* an error is returned, not also posted */
             post_own(ctx, r->peer, r, off, len, ev->kinds, ev->tag, st);
         return st;
@@ -197,7 +223,7 @@ netvm_status_t nv_put(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const void 
         return NETVM_ERR_INVAL;
     struct nv_note note = { .flags = flags & NV_NOTE_COMPLETER, .tag = tag, .gate = gate };
     const struct nv_note *np = note.flags || gate ? &note : NULL;
-    struct own_ev ev = { .tag = tag };
+    struct own_ev ev = { .tag = tag, .flags = flags };
     if (nv_rtrip_any(r))
         ev.kinds |= NV_REQEV_RTRIP;
     const uint8_t *p = src;
@@ -346,6 +372,8 @@ netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_at
         ev.kinds = NV_REQEV_ERROR;   /* nobody waits: a failure goes to the next flush */
     if (r->d.flags & NV_RDESC_ATOMIC) {
         uint64_t old;
+        if ((st = nv_rma_keep_order(ctx, r->peer, flags)) != NETVM_OK)
+            return st;
         st = r->link->ops->atomic(r->link, &r->d, off, op, operand, compare, &old, note.flags ? &note : NULL);
         if (st == NETVM_OK && result)
             *result = old;
@@ -362,6 +390,8 @@ netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_at
                       r->d.key, off, operand, compare, tag };
     if (ev.kinds)
         detach(q, r, off, 8, &ev);
+    if (!is_async(r))
+        nv_req_ordered(q);
     st = nv_am_call(ctx, r->peer, q, NV_AMH_ATOMIC, a, 6, NULL, 0);
     if (ev.kinds)
         return launched(q, st);

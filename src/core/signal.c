@@ -48,7 +48,9 @@ static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, ui
     int sync = (l->ops->caps.flags & NV_LCAP_SYNC) != 0;
     if ((sig->d.flags & NV_RDESC_MAPPED) && sync) {
         /* the initiator's own store or CPU atomic, after the data's */
-        netvm_status_t st;
+        netvm_status_t st = nv_rma_keep_order(ctx, sig->peer, 0);
+        if (st != NETVM_OK)
+            return st;
         if (op == NETVM_SIGNAL_SET) {
             st = l->ops->put(l, &sig->d, off, &value, 8, 1, NULL, 0, NULL);
         } else {
@@ -73,6 +75,8 @@ static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, ui
     if (st != NETVM_OK)
         return st;
     signal_args(sig, off, value, op, 0, gate, &h);
+    if (sync)
+        nv_req_ordered(q);   /* a direct access after it waits for it */
     if (!remote) {
         /* nobody waits: a failure at the target goes to the next flush */
         q->ev_kinds = NV_REQEV_ERROR | (nv_rtrip_any(sig) ? NV_REQEV_RTRIP : 0);
