@@ -21,3 +21,47 @@ def test_error_carries_status_and_text():
     assert e.status is netvm.Status.ERR_KEY
     assert e.strerror == netvm.strerror(netvm.Status.ERR_KEY)
     assert "netvm_put" in str(e) and "NETVM_ERR_KEY" in str(e)
+
+
+def _probe(env, cwd=None, pythonpath=None):
+    """Import the package in a fresh interpreter; (exit status, output)."""
+    import os
+    import subprocess
+    import sys
+    e = {k: v for k, v in os.environ.items() if k != "NETVM_LIBRARY"}
+    e.update(env)
+    e["PYTHONPATH"] = pythonpath or os.path.dirname(os.path.dirname(netvm.__file__))
+    p = subprocess.run([sys.executable, "-c", "import netvm; print(netvm.library_path)"], env=e, cwd=cwd,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    return p.returncode, p.stdout
+
+
+def test_library_from_netvm_library():
+    rc, out = _probe({"NETVM_LIBRARY": netvm.library_path})
+    assert rc == 0 and out.strip() == netvm.library_path
+
+
+def test_missing_library_says_how_to_fix():
+    rc, out = _probe({"NETVM_LIBRARY": "/nonexistent/libnetvm.so"})
+    assert rc != 0 and "NETVM_LIBRARY" in out and "ImportError" in out
+
+
+def test_library_next_to_the_package(tmp_path):
+    import os
+    import shutil
+    pkg = os.path.dirname(netvm.__file__)
+    shutil.copytree(pkg, tmp_path / "netvm", ignore=shutil.ignore_patterns("__pycache__"))
+    os.symlink(os.path.realpath(netvm.library_path), tmp_path / "netvm" / "libnetvm.so")
+    rc, out = _probe({}, cwd=str(tmp_path), pythonpath=str(tmp_path))
+    assert rc == 0 and out.strip() == str(tmp_path / "netvm" / "libnetvm.so"), out
+
+
+def test_library_in_the_build_tree(tmp_path):
+    import os
+    import shutil
+    pkg = os.path.dirname(netvm.__file__)
+    shutil.copytree(pkg, tmp_path / "python" / "netvm", ignore=shutil.ignore_patterns("__pycache__"))
+    os.mkdir(tmp_path / "build")
+    os.symlink(os.path.realpath(netvm.library_path), tmp_path / "build" / "libnetvm.so")
+    rc, out = _probe({}, cwd=str(tmp_path), pythonpath=str(tmp_path / "python"))
+    assert rc == 0 and out.strip() == str(tmp_path / "build" / "libnetvm.so"), out
