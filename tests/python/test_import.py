@@ -65,3 +65,30 @@ def test_library_in_the_build_tree(tmp_path):
     os.symlink(os.path.realpath(netvm.library_path), tmp_path / "build" / "libnetvm.so")
     rc, out = _probe({}, cwd=str(tmp_path), pythonpath=str(tmp_path / "python"))
     assert rc == 0 and out.strip() == str(tmp_path / "build" / "libnetvm.so"), out
+
+
+def test_pip_install(tmp_path):
+    """`pip install ./python` gives a package that works from anywhere (a copy
+    of python/ is installed, so the source tree gets no build files)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import pytest
+    # building needs pip, setuptools and a bdist_wheel (in setuptools since 70.1, else the wheel package)
+    probe = ("import setuptools, pip\n"
+             "try:\n import wheel\n"
+             "except ImportError:\n"
+             " assert tuple(map(int, setuptools.__version__.split('.')[:2])) >= (70, 1)")
+    if subprocess.run([sys.executable, "-c", probe], stderr=subprocess.DEVNULL).returncode != 0:
+        pytest.skip("%s lacks pip, setuptools or wheel: pip install not tried offline" % sys.executable)
+    src = os.path.dirname(os.path.dirname(netvm.__file__))
+    shutil.copytree(src, tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+                        "--no-index", "--target", str(tmp_path / "site"), str(tmp_path / "src")],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout
+    rc, out = _probe({"NETVM_LIBRARY": netvm.library_path}, cwd=str(tmp_path),
+                     pythonpath=str(tmp_path / "site"))
+    assert rc == 0 and out.strip() == netvm.library_path, out
+    assert (tmp_path / "site" / "netvm" / "context.py").exists()
