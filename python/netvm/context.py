@@ -65,8 +65,15 @@ class Context:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.finalize()
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.finalize()
+        else:
+            # finalize is collective: the other ranks may never reach it (they
+            # may wait in a barrier for this one), so leaving by an exception
+            # only closes the context here; the process exits with the
+            # exception and the launcher ends the job
+            self._open = False
 
     # --- segments ---------------------------------------------------------
 

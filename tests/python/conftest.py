@@ -19,8 +19,8 @@ def _launcher():
 def run_job():
     """run_job(script, n=2, env=None, args=()): run tests/python/SCRIPT under
     `netvm run -n N python3`, fail with its output unless it exits 0, return
-    the output."""
-    def run(script, n=2, env=None, args=()):
+    the output (status: the exit status expected instead of 0)."""
+    def run(script, n=2, env=None, args=(), status=0):
         launcher = _launcher()
         if not os.access(launcher, os.X_OK):
             pytest.fail("no launcher at %s (set NETVM_LAUNCHER)" % launcher)
@@ -33,6 +33,7 @@ def run_job():
                sys.executable, os.path.join(HERE, script), *args]
         p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            timeout=job_timeout + 30, text=True)
-        assert p.returncode == 0, "%s exited %d:\n%s" % (" ".join(cmd), p.returncode, p.stdout)
+        assert p.returncode == status, "%s exited %d, not %d:\n%s" % (" ".join(cmd), p.returncode, status,
+                                                                    p.stdout)
         return p.stdout
     return run

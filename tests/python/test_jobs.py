@@ -32,3 +32,9 @@ def test_events_two_ranks(run_job, link):
     out = run_job("job_events.py", env=LINKS[link])
     assert "rank 0: tripwire fired by rank 1's put, notification 42, counter 15, signal: ok" in out, out
     assert "rank 1: remote tripwire, notification, counter, signal, request: ok" in out, out
+
+
+def test_exception_in_with_block_ends_the_job(run_job):
+    # a hang would end with the launcher's --timeout status, 124
+    out = run_job("job_raise.py", status=1)
+    assert "rank 1 fails on purpose" in out and "rank 1 (pid" in out and "exited with status 1" in out, out
