@@ -160,3 +160,60 @@ def test_active_message_request_reply(ctx):
         ctx.progress()
     assert seen == [(0, [1, 2, 3], b"hello"), (0, [4], b"x")]
     ctx.am_register(7, None)
+
+
+def test_event_fd_tripset_and_notify_flags(ctx):
+    import select
+    seg = ctx.alloc_shared(128, netvm.RWA, "s_fd")
+    try:
+        r = ctx.import_segment(0, "s_fd")
+        assert ctx.poll() == []
+        # the epoll-style loop of events.h: arm, sleep on the fd, poll
+        ctx.notify(0, 5)
+        got = []
+        for _ in range(100):
+            got += ctx.poll()
+            if got:
+                break
+            if ctx.arm_events():
+                assert select.select([ctx.event_fd()], [], [], 30)[0], "fd not readable within 30 s"
+        assert [(e.type, e.value) for e in got] == [(netvm.EventType.NOTIFY, 5)]
+        assert ctx.arm_events() is True              # nothing waits now
+
+        # a tripset takes its tripwires' events; others stay in the queue
+        with ctx.tripset() as ts:
+            tw = ctx.tripwire(seg, 0, 8, netvm.TRIP_WRITE, user=3, tripset=ts)
+            r.put(b"12345678")
+            ev = ts.wait(timeout_ms=10000)
+            assert ev is not None and ev.type == netvm.EventType.TRIPWIRE and ev.id == tw.id and ev.value == 3
+            assert ts.wait(timeout_ms=0) is None
+        assert ctx.poll() == []
+
+        r.put_notify(b"abc", offset=16, flags=netvm.F_NOTIFY_REQUESTER | netvm.F_NOTIFY_COMPLETER, tag=77)
+        seen = {}
+        for _ in range(100):
+            for e in ctx.wait_events(timeout_ms=10000):
+                seen[e.type] = e
+            if len(seen) == 2:
+                break
+        assert seen[netvm.EventType.REQUESTER].value == 77 and seen[netvm.EventType.REQUESTER].status is Status.OK
+        assert seen[netvm.EventType.COMPLETER].value == 77 and seen[netvm.EventType.COMPLETER].len == 3
+        assert bytes(seg.array()[16:19]) == b"abc"
+        r.release()
+    finally:
+        seg.unexport()
+
+
+def test_use_after_finalize_raises_state():
+    # in a fresh process: this one's context (the fixture) stays open
+    import os
+    import subprocess
+    import sys
+    code = ("import netvm\n"
+            "c = netvm.init(); s = c.alloc_shared(64, netvm.RWA, 'x'); c.finalize()\n"
+            "for f in (c.barrier, lambda: s.array(), lambda: c.import_segment(0, 'x')):\n"
+            "    try:\n        f()\n    except netvm.NetvmError as e:\n        print(e.status.name)\n")
+    p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=60, env=dict(os.environ, PYTHONPATH=os.path.dirname(
+                           os.path.dirname(netvm.__file__))))
+    assert p.returncode == 0 and p.stdout.split() == ["ERR_STATE", "ERR_REVOKED", "ERR_STATE"], p.stdout
