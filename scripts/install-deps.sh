@@ -23,6 +23,22 @@ if [ "${1:-}" = "--peers" ]; then
   [ -f /usr/include/ucp/api/ucp.h ] || need+=(libucx-dev)
   have oshcc        || need+=(openmpi-bin libopenmpi-dev)
 fi
+# numpy and pytest for the Python package's tests (tests/python), in the
+# python3 that ctest runs (the first on PATH): Debian's own takes Debian's
+# packages (pip refuses to touch it, PEP 668); any other (pyenv, a venv)
+# takes them from pip, into itself or else into the user's site.
+py=$(command -v python3 || true)
+if [ -z "$py" ] || [ "$("$py" -c 'import sys; print(sys.prefix == sys.base_prefix == "/usr")')" = True ]; then
+  /usr/bin/python3 -c 'import numpy' 2>/dev/null || need+=(python3-numpy)
+  /usr/bin/python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
+else
+  for m in numpy pytest; do
+    "$py" -c "import $m" 2>/dev/null && continue
+    echo "installing $m for $py (pip)"
+    "$py" -m pip install -q "$m" 2>/dev/null || "$py" -m pip install -q --user "$m" ||
+      echo "warning: could not install $m for $py: the Python tests will be skipped"
+  done
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 echo "installing: ${need[*]}"
