@@ -1,0 +1,337 @@
+/* svc/sync: the per-context state, wait nodes and the messages that wake
+ * them. A waiter sleeps on a node of its own process; wakes and MCS links
+ * arrive as one-way service messages whose handlers store into the node
+ * and wake the sleeper with a futex. */
+#include "svc/sync/sync_int.h"
+#include "core/internal.h"   /* nv_in_handler: blocking sync calls refuse to run inside a handler */
+
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int nv_sync_check_ms(void)
+{
+    static _Atomic int cached;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v > 0)
+        return v;
+    const char *e = getenv("NETVM_SYNC_CHECK_MS");
+    v = e ? atoi(e) : 0;
+    if (v <= 0)
+        v = 20;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+    return v;
+}
+
+static void futex_wake_all(_Atomic uint32_t *w)
+{
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+static void futex_wait_ms(_Atomic uint32_t *w, uint32_t seen, int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+/* --- local effects of wake and link --------------------------------------- */
+
+static void apply_wake(struct nv_sync_state *st, unsigned slot, uint32_t ticket, netvm_status_t status)
+{
+    if (slot >= NV_SYNC_NODES)
+        return;
+    struct nv_sync_node *n = &st->nodes[slot];
+    uint64_t want = ticket;   /* only the wait this ticket names, and only once */
+    if (atomic_compare_exchange_strong(&n->wake, &want, (uint64_t)ticket | ((uint64_t)status + 1) << 32)) {
+        atomic_fetch_add(&n->seq, 1);
+        futex_wake_all(&n->seq);
+    }
+}
+
+static void apply_link(struct nv_sync_state *st, unsigned slot, uint32_t ticket, uint64_t succ)
+{
+    if (slot >= NV_SYNC_NODES || succ == 0)
+        return;
+    struct nv_sync_node *n = &st->nodes[slot];
+    /* a link always reaches a live use: the predecessor waits for it
+     * before it frees the node (nv_sync_mcs_release) */
+    if (atomic_load(&n->ticket) != ticket)
+        return;
+    uint64_t zero = 0;
+    if (atomic_compare_exchange_strong(&n->next, &zero, succ)) {
+        atomic_fetch_add(&n->seq, 1);
+        futex_wake_all(&n->seq);
+    }
+}
+
+static int on_wake(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
+{
+    (void)ctx;
+    if (m->nargs == 3)
+        apply_wake(arg, (unsigned)m->args[0], (uint32_t)m->args[1], (netvm_status_t)m->args[2]);
+    return NETVM_AM_DONE;
+}
+
+static int on_link(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
+{
+    (void)ctx;
+    if (m->nargs == 3)
+        apply_link(arg, (unsigned)m->args[0], (uint32_t)m->args[1], m->args[2]);
+    return NETVM_AM_DONE;
+}
+
+/* An operation at this home. It is applied once (the first call) and
+ * answered at once; the wakes it makes that found no flow-control credit
+ * wait in st->pending, and the message defers itself until they are
+ * sent. */
+static int on_home(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
+{
+    struct nv_sync_state *st = arg;
+    if (m->deferred == 0) {
+        uint64_t out[4] = { 0 };
+        unsigned nout = 0;
+        netvm_status_t s = NETVM_ERR_INVAL;
+        pthread_mutex_lock(&st->lock);
+        if (m->nargs == 5)
+            s = nv_sync_home_op(st, m->peer, m->args, out, &nout);
+        pthread_mutex_unlock(&st->lock);
+        if (m->has_token)
+            netvm_am_reply(ctx, &m->token, s, out, nout, NULL, 0);
+    }
+    nv_sync_flush_pending(st);
+    pthread_mutex_lock(&st->lock);
+    int more = st->pending != NULL;
+    pthread_mutex_unlock(&st->lock);
+    return more ? NETVM_AM_DEFER : NETVM_AM_DONE;
+}
+
+/* --- the state -------------------------------------------------------------- */
+
+static void *state_create(netvm_ctx_t *ctx)
+{
+    struct nv_sync_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    st->ctx = ctx;
+    st->me = netvm_rank(ctx);
+    pthread_mutex_init(&st->lock, NULL);
+    atomic_store(&st->tickets, 1);
+    if (nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_WAKE, on_wake, st) != NETVM_OK ||
+        nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_LINK, on_link, st) != NETVM_OK ||
+        nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_HOME, on_home, st) != NETVM_OK) {
+        pthread_mutex_destroy(&st->lock);
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static void state_destroy(netvm_ctx_t *ctx, void *p)
+{
+    (void)ctx;
+    struct nv_sync_state *st = p;
+    for (uint32_t i = 0; i < st->nhomes; i++)
+        if (st->homes[i])
+            nv_sync_home_drop(st, st->homes[i]);
+    free(st->homes);
+    while (st->pending) {
+        struct nv_sync_pending *n = st->pending->next;
+        free(st->pending);
+        st->pending = n;
+    }
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+struct nv_sync_state *nv_sync_state(netvm_ctx_t *ctx)
+{
+    return nv_svc_state(ctx, NV_SVC_STATE_SYNC, state_create, state_destroy);
+}
+
+/* --- nodes ------------------------------------------------------------------ */
+
+static uint32_t fresh_ticket(struct nv_sync_state *st)
+{
+    uint32_t t;
+    while ((t = atomic_fetch_add(&st->tickets, 1)) == 0)
+        ;
+    return t;
+}
+
+netvm_status_t nv_sync_node_get(struct nv_sync_state *st, unsigned *slot, uint64_t *ref)
+{
+    pthread_mutex_lock(&st->lock);
+    for (unsigned w = 0; w < NV_SYNC_NODES / 64; w++) {
+        if (st->used[w] == UINT64_MAX)
+            continue;
+        unsigned b = (unsigned)__builtin_ctzll(~st->used[w]);
+        st->used[w] |= 1ull << b;
+        pthread_mutex_unlock(&st->lock);
+        *slot = w * 64 + b;
+        *ref = nv_sync_node_renew(st, *slot);
+        return NETVM_OK;
+    }
+    pthread_mutex_unlock(&st->lock);
+    return NETVM_ERR_NOMEM;
+}
+
+uint64_t nv_sync_node_renew(struct nv_sync_state *st, unsigned slot)
+{
+    struct nv_sync_node *n = &st->nodes[slot];
+    uint32_t t = fresh_ticket(st);
+    atomic_store(&n->next, 0);
+    atomic_store(&n->wake, t);
+    atomic_store(&n->ticket, t);
+    return nv_sync_ref(st->me, slot, t);
+}
+
+void nv_sync_node_put(struct nv_sync_state *st, unsigned slot)
+{
+    atomic_store(&st->nodes[slot].ticket, 0);
+    atomic_store(&st->nodes[slot].wake, 0);
+    pthread_mutex_lock(&st->lock);
+    st->used[slot / 64] &= ~(1ull << (slot % 64));
+    pthread_mutex_unlock(&st->lock);
+}
+
+/* --- sleeping ----------------------------------------------------------------- */
+
+netvm_status_t nv_sync_alive(struct nv_sync_state *st, int peer)
+{
+    if (peer == st->me)
+        return NETVM_OK;
+    netvm_peer_info_t info;
+    if (netvm_peer_info(st->ctx, peer, &info) != NETVM_OK || !info.alive)
+        return NETVM_ERR_PEER;
+    return NETVM_OK;
+}
+
+netvm_status_t nv_sync_watch_home(struct nv_sync_handle *h, void *arg)
+{
+    (void)arg;
+    return nv_sync_alive(h->st, h->home);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *next, nv_sync_watch_fn watch,
+                             void *arg)
+{
+    struct nv_sync_state *st = h->st;
+    struct nv_sync_node *n = &st->nodes[slot];
+    const uint64_t spin_ns = 30000, check_ns = (uint64_t)nv_sync_check_ms() * 1000000ull;
+    uint64_t start = now_ns(), next_check = start + check_ns;
+    for (unsigned iter = 0;; iter++) {
+        uint32_t seq = atomic_load(&n->seq);
+        if (next) {
+            uint64_t v = atomic_load(&n->next);
+            if (v) {
+                *next = v;
+                return NETVM_OK;
+            }
+        } else {
+            uint64_t v = atomic_load(&n->wake);
+            if (v >> 32)
+                return (netvm_status_t)((v >> 32) - 1);
+        }
+        /* serve what arrives ourselves: the hand-off's message is most
+         * often handled right here, without waking another thread */
+        netvm_progress(st->ctx);
+        uint64_t now = (iter & 15) == 15 || iter > 256 ? now_ns() : start;
+        if (now >= next_check) {
+            netvm_status_t s = watch ? watch(h, arg) : NETVM_OK;
+            if (s != NETVM_OK)
+                return s;
+            next_check = now + check_ns;
+        }
+        if (now - start < spin_ns) {
+            __builtin_ia32_pause();
+            continue;
+        }
+        /* the progress thread handles the message and wakes us; the short
+         * timeout serves contexts without one */
+        futex_wait_ms(&n->seq, seq, 1);
+    }
+}
+
+/* --- sending ------------------------------------------------------------------ */
+
+netvm_status_t nv_sync_send_wake(struct nv_sync_state *st, uint64_t ref, netvm_status_t status)
+{
+    int peer = nv_sync_ref_peer(ref);
+    if (peer == st->me) {
+        apply_wake(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), status);
+        return NETVM_OK;
+    }
+    uint64_t a[3] = { nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), (uint64_t)status };
+    return nv_svc_send(st->ctx, peer, NV_SVC_SYNC + NV_SYNC_AM_WAKE, a, 3, NULL, 0, NULL);
+}
+
+netvm_status_t nv_sync_send_link(struct nv_sync_state *st, uint64_t ref, uint64_t succ)
+{
+    int peer = nv_sync_ref_peer(ref);
+    if (peer == st->me) {
+        apply_link(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ);
+        return NETVM_OK;
+    }
+    uint64_t a[3] = { nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ };
+    return nv_svc_send(st->ctx, peer, NV_SVC_SYNC + NV_SYNC_AM_LINK, a, 3, NULL, 0, NULL);
+}
+
+netvm_status_t nv_sync_home_call(struct nv_sync_handle *h, unsigned op, uint64_t ref, uint64_t arg,
+                                 uint64_t *out, unsigned nout)
+{
+    if (nv_in_handler)
+        return NETVM_ERR_STATE;
+    struct nv_sync_state *st = h->st;
+    uint64_t a[5] = { op, h->id, h->key, ref, arg };
+    if (h->home == st->me) {
+        uint64_t r[4] = { 0 };
+        unsigned nr = 0;
+        pthread_mutex_lock(&st->lock);
+        netvm_status_t s = nv_sync_home_op(st, st->me, a, r, &nr);
+        pthread_mutex_unlock(&st->lock);
+        nv_sync_flush_pending(st);
+        for (unsigned i = 0; i < nout; i++)
+            out[i] = i < nr ? r[i] : 0;
+        return s;
+    }
+    netvm_am_result_t res;
+    netvm_status_t s = nv_svc_request(st->ctx, h->home, NV_SVC_SYNC + NV_SYNC_AM_HOME, a, 5, NULL, 0, NULL, 0,
+                                      &res, NULL);
+    if (s != NETVM_OK)
+        return s;
+    for (unsigned i = 0; i < nout; i++)
+        out[i] = i < res.nargs ? res.args[i] : 0;
+    return res.status;
+}
+
+netvm_status_t nv_sync_home_send(struct nv_sync_handle *h, unsigned op, uint64_t ref, uint64_t arg)
+{
+    struct nv_sync_state *st = h->st;
+    if (h->home == st->me)
+        return nv_sync_home_call(h, op, ref, arg, NULL, 0);
+    uint64_t a[5] = { op, h->id, h->key, ref, arg };
+    return nv_svc_send(st->ctx, h->home, NV_SVC_SYNC + NV_SYNC_AM_HOME, a, 5, NULL, 0, NULL);
+}
+
+netvm_status_t nv_sync_enter(const struct nv_sync_handle *h, int kind)
+{
+    if (!h || h->kind != kind || !h->ctx)
+        return NETVM_ERR_INVAL;
+    return nv_in_handler ? NETVM_ERR_STATE : NETVM_OK;
+}
+
+netvm_status_t nv_sync_atomic(struct nv_sync_handle *h, size_t off, netvm_atomic_op_t op, uint64_t operand,
+                              uint64_t compare, uint64_t *old)
+{
+    return netvm_atomic(h->ctx, h->rseg, off, op, operand, compare, old);
+}
