@@ -58,7 +58,7 @@ netvm_status_t netvm_gbarrier_wait(netvm_gbarrier_t *b)
         return s;
     s = nv_sync_home_call(&b->h, NV_SYNC_OP_BAR_ARRIVE, ref, 0, &released, 1);
     if (s == NETVM_OK && !released)
-        s = nv_sync_sleep(&b->h, slot, NULL, watch_members, NULL);
+        s = nv_sync_sleep(&b->h, slot, NULL, b->h.home, watch_members, NULL);
     nv_sync_node_put(b->h.st, slot);
     return s;
 }

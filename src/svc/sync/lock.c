@@ -54,7 +54,7 @@ netvm_status_t nv_sync_mcs_acquire(struct nv_sync_handle *h)
     if (pred) {
         s = nv_sync_send_link(h->st, pred, ref);
         if (s == NETVM_OK)
-            s = nv_sync_sleep(h, slot, NULL, watch_pred, &pred);
+            s = nv_sync_sleep(h, slot, NULL, nv_sync_ref_peer(pred), watch_pred, &pred);
         if (s != NETVM_OK) {
             if (s == NETVM_ERR_PEER)
                 break_lock(h);
@@ -87,7 +87,7 @@ netvm_status_t nv_sync_mcs_release(struct nv_sync_handle *h)
             goto out;
         }
         /* a successor swapped itself in and is about to link */
-        if ((s = nv_sync_sleep(h, slot, &next, watch_broken, NULL)) != NETVM_OK)
+        if ((s = nv_sync_sleep(h, slot, &next, nv_sync_ref_peer(old), watch_broken, NULL)) != NETVM_OK)
             goto out;
     }
     s = nv_sync_send_wake(h->st, next, NETVM_OK);

@@ -89,7 +89,7 @@ netvm_status_t netvm_rwlock_wrlock(netvm_rwlock_t *rw)
     if ((s = netvm_put_imm(rw->h.ctx, rw->h.rseg, NV_SYNC_W_WRITER, ref, 0)) == NETVM_OK &&
         (s = nv_sync_atomic(&rw->h, NV_SYNC_W_RW, NETVM_AOP_FADD, NV_SYNC_RW_WRITER, 0, &old)) == NETVM_OK &&
         (old & NV_SYNC_RW_READERS))
-        s = nv_sync_sleep(&rw->h, slot, NULL, nv_sync_watch_home, NULL);
+        s = nv_sync_sleep(&rw->h, slot, NULL, rw->h.home, nv_sync_watch_home, NULL);
     nv_sync_node_put(rw->h.st, slot);
     if (s == NETVM_OK)
         return NETVM_OK;

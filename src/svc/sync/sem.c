@@ -61,7 +61,7 @@ netvm_status_t netvm_sem_wait(netvm_sem_t *m)
         return s;
     s = nv_sync_home_call(&m->h, NV_SYNC_OP_SEM_WAIT, ref, 0, &granted, 1);
     if (s == NETVM_OK && !granted)
-        s = nv_sync_sleep(&m->h, slot, NULL, nv_sync_watch_home, NULL);
+        s = nv_sync_sleep(&m->h, slot, NULL, m->h.home, nv_sync_watch_home, NULL);
     nv_sync_node_put(m->h.st, slot);
     return s;
 }

@@ -1,9 +1,9 @@
 /* svc/sync: the per-context state, wait nodes and the messages that wake
  * them. A waiter sleeps on a node of its own process; wakes and MCS links
- * arrive as one-way service messages whose handlers store into the node
- * and wake the sleeper with a futex. */
+ * arrive as one-way service messages whose handlers store into the node;
+ * the waiter waits in core's progress loop, which serves them. */
 #include "svc/sync/sync_int.h"
-#include "core/internal.h"   /* nv_in_handler: blocking sync calls refuse to run inside a handler */
+#include "core/internal.h"   /* nv_in_handler, and core's waiting loop (nv_progress_wait) */
 
 #include <linux/futex.h>
 #include <stdlib.h>
@@ -26,18 +26,18 @@ int nv_sync_check_ms(void)
     return v;
 }
 
+/* --- local effects of wake and link --------------------------------------- */
+
 static void futex_wake_all(_Atomic uint32_t *w)
 {
     syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
-static void futex_wait_ms(_Atomic uint32_t *w, uint32_t seen, int ms)
+static void bump(struct nv_sync_node *n)
 {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+    atomic_fetch_add(&n->seq, 1);
+    futex_wake_all(&n->seq);
 }
-
-/* --- local effects of wake and link --------------------------------------- */
 
 static void apply_wake(struct nv_sync_state *st, unsigned slot, uint32_t ticket, netvm_status_t status)
 {
@@ -45,10 +45,8 @@ static void apply_wake(struct nv_sync_state *st, unsigned slot, uint32_t ticket,
         return;
     struct nv_sync_node *n = &st->nodes[slot];
     uint64_t want = ticket;   /* only the wait this ticket names, and only once */
-    if (atomic_compare_exchange_strong(&n->wake, &want, (uint64_t)ticket | ((uint64_t)status + 1) << 32)) {
-        atomic_fetch_add(&n->seq, 1);
-        futex_wake_all(&n->seq);
-    }
+    if (atomic_compare_exchange_strong(&n->wake, &want, (uint64_t)ticket | ((uint64_t)status + 1) << 32))
+        bump(n);
 }
 
 static void apply_link(struct nv_sync_state *st, unsigned slot, uint32_t ticket, uint64_t succ)
@@ -61,10 +59,8 @@ static void apply_link(struct nv_sync_state *st, unsigned slot, uint32_t ticket,
     if (atomic_load(&n->ticket) != ticket)
         return;
     uint64_t zero = 0;
-    if (atomic_compare_exchange_strong(&n->next, &zero, succ)) {
-        atomic_fetch_add(&n->seq, 1);
-        futex_wake_all(&n->seq);
-    }
+    if (atomic_compare_exchange_strong(&n->next, &zero, succ))
+        bump(n);
 }
 
 static int on_wake(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
@@ -215,6 +211,19 @@ netvm_status_t nv_sync_watch_home(struct nv_sync_handle *h, void *arg)
     return nv_sync_alive(h->st, h->home);
 }
 
+struct sleeper {
+    struct nv_sync_node *n;
+    uint64_t *next;
+};
+
+static int woken(void *arg)
+{
+    struct sleeper *w = arg;
+    if (w->next)
+        return atomic_load(&w->n->next) != 0;
+    return (atomic_load(&w->n->wake) >> 32) != 0;
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -222,44 +231,59 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *next, nv_sync_watch_fn watch,
-                             void *arg)
+/* May this thread sleep on the node's futex? Only if the progress thread
+ * serves the waker's link without it: shm (the progress thread serves the
+ * rings) or this very process. On tcp the thread sleeps in core's loop,
+ * on the sockets themselves, so the wake message wakes it directly. */
+static int futex_sleep_ok(struct nv_sync_state *st, int waker)
+{
+    if (!st->ctx->have_thread || waker < 0)
+        return 0;
+    if (waker == st->me)
+        return 1;
+    netvm_peer_info_t info;
+    return netvm_peer_info(st->ctx, waker, &info) == NETVM_OK && info.link && !strcmp(info.link, "shm");
+}
+
+/* Spin in core's waiting loop (serving progress) for NETVM_SPIN_US, then
+ * sleep: on the node's futex, woken by the handler that stores the wake,
+ * or in core's loop. Every NETVM_SYNC_CHECK_MS, look at the peers the
+ * wait depends on. */
+netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *next, int waker,
+                             nv_sync_watch_fn watch, void *arg)
 {
     struct nv_sync_state *st = h->st;
-    struct nv_sync_node *n = &st->nodes[slot];
-    const uint64_t spin_ns = 30000, check_ns = (uint64_t)nv_sync_check_ms() * 1000000ull;
-    uint64_t start = now_ns(), next_check = start + check_ns;
-    for (unsigned iter = 0;; iter++) {
-        uint32_t seq = atomic_load(&n->seq);
-        if (next) {
-            uint64_t v = atomic_load(&n->next);
-            if (v) {
-                *next = v;
-                return NETVM_OK;
-            }
+    struct sleeper w = { &st->nodes[slot], next };
+    uint64_t start = now_ns();
+    while (!woken(&w) && now_ns() - start < st->ctx->spin_ns)
+        nv_progress_wait(st->ctx, woken, &w, 0, 1);
+    int futex = futex_sleep_ok(st, waker);
+    const int check = nv_sync_check_ms();
+    while (!woken(&w)) {
+        netvm_status_t s = NETVM_ERR_TIMEOUT;
+        if (futex) {
+            uint32_t seq = atomic_load(&w.n->seq);
+            if (woken(&w))
+                break;
+            struct timespec ts = { check / 1000, (long)(check % 1000) * 1000000L };
+            syscall(SYS_futex, (uint32_t *)&w.n->seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+            if (atomic_load(&w.n->seq) != seq)
+                continue;
         } else {
-            uint64_t v = atomic_load(&n->wake);
-            if (v >> 32)
-                return (netvm_status_t)((v >> 32) - 1);
+            s = nv_progress_wait(st->ctx, woken, &w, check, 0);
         }
-        /* serve what arrives ourselves: the hand-off's message is most
-         * often handled right here, without waking another thread */
-        netvm_progress(st->ctx);
-        uint64_t now = (iter & 15) == 15 || iter > 256 ? now_ns() : start;
-        if (now >= next_check) {
-            netvm_status_t s = watch ? watch(h, arg) : NETVM_OK;
-            if (s != NETVM_OK)
-                return s;
-            next_check = now + check_ns;
-        }
-        if (now - start < spin_ns) {
-            __builtin_ia32_pause();
-            continue;
-        }
-        /* the progress thread handles the message and wakes us; the short
-         * timeout serves contexts without one */
-        futex_wait_ms(&n->seq, seq, 1);
+        if (woken(&w))
+            break;
+        if (s != NETVM_OK && s != NETVM_ERR_TIMEOUT)
+            return s;
+        if (watch && (s = watch(h, arg)) != NETVM_OK)
+            return s;
     }
+    if (next) {
+        *next = atomic_load(&w.n->next);
+        return NETVM_OK;
+    }
+    return (netvm_status_t)((atomic_load(&w.n->wake) >> 32) - 1);
 }
 
 /* --- sending ------------------------------------------------------------------ */

@@ -129,12 +129,13 @@ void           nv_sync_node_put(struct nv_sync_state *st, unsigned slot);
 uint64_t       nv_sync_node_renew(struct nv_sync_state *st, unsigned slot);
 
 /* Sleep until the node is woken (next == 0: its wake word; else its next
- * word becomes non-zero, stored in *next). watch runs every
- * NETVM_SYNC_CHECK_MS: a status other than NETVM_OK ends the wait with
- * it. Returns the waker's status. */
+ * word becomes non-zero, stored in *next). waker: the peer expected to
+ * send the message (-1: unknown). watch runs every NETVM_SYNC_CHECK_MS: a
+ * status other than NETVM_OK ends the wait with it. Returns the waker's
+ * status. */
 typedef netvm_status_t (*nv_sync_watch_fn)(struct nv_sync_handle *h, void *arg);
-netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *next, nv_sync_watch_fn watch,
-                             void *arg);
+netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *next, int waker,
+                             nv_sync_watch_fn watch, void *arg);
 /* Is peer alive (NETVM_OK) or not (NETVM_ERR_PEER). */
 netvm_status_t nv_sync_alive(struct nv_sync_state *st, int peer);
 netvm_status_t nv_sync_watch_home(struct nv_sync_handle *h, void *arg);

@@ -49,7 +49,7 @@ static netvm_status_t queue_and_sleep(struct nv_sync_handle *h, unsigned cond, i
             s = r;
     }
     if (s == NETVM_OK)
-        s = nv_sync_sleep(h, slot, NULL, nv_sync_watch_home, NULL);
+        s = nv_sync_sleep(h, slot, NULL, h->home, nv_sync_watch_home, NULL);
     nv_sync_node_put(h->st, slot);
     return s;
 }
