@@ -159,18 +159,17 @@ static uint32_t fresh_ticket(struct nv_sync_state *st)
 
 netvm_status_t nv_sync_node_get(struct nv_sync_state *st, unsigned *slot, uint64_t *ref)
 {
-    pthread_mutex_lock(&st->lock);
     for (unsigned w = 0; w < NV_SYNC_NODES / 64; w++) {
-        if (st->used[w] == UINT64_MAX)
-            continue;
-        unsigned b = (unsigned)__builtin_ctzll(~st->used[w]);
-        st->used[w] |= 1ull << b;
-        pthread_mutex_unlock(&st->lock);
-        *slot = w * 64 + b;
-        *ref = nv_sync_node_renew(st, *slot);
-        return NETVM_OK;
+        uint64_t v = atomic_load(&st->used[w]);
+        while (v != UINT64_MAX) {
+            unsigned b = (unsigned)__builtin_ctzll(~v);
+            if (atomic_compare_exchange_weak(&st->used[w], &v, v | 1ull << b)) {
+                *slot = w * 64 + b;
+                *ref = nv_sync_node_renew(st, *slot);
+                return NETVM_OK;
+            }
+        }
     }
-    pthread_mutex_unlock(&st->lock);
     return NETVM_ERR_NOMEM;
 }
 
@@ -188,9 +187,7 @@ void nv_sync_node_put(struct nv_sync_state *st, unsigned slot)
 {
     atomic_store(&st->nodes[slot].ticket, 0);
     atomic_store(&st->nodes[slot].wake, 0);
-    pthread_mutex_lock(&st->lock);
-    st->used[slot / 64] &= ~(1ull << (slot % 64));
-    pthread_mutex_unlock(&st->lock);
+    atomic_fetch_and(&st->used[slot / 64], ~(1ull << (slot % 64)));
 }
 
 /* --- sleeping ----------------------------------------------------------------- */
@@ -258,6 +255,8 @@ netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *
     while (!woken(&w) && now_ns() - start < st->ctx->spin_ns)
         nv_progress_wait(st->ctx, woken, &w, 0, 1);
     int futex = futex_sleep_ok(st, waker);
+    if (futex)
+        nv_progress_release(st->ctx);   /* the progress thread serves the wake from now on */
     const int check = nv_sync_check_ms();
     while (!woken(&w)) {
         netvm_status_t s = NETVM_ERR_TIMEOUT;

@@ -95,9 +95,9 @@ struct nv_sync_pending {
 struct nv_sync_state {
     netvm_ctx_t *ctx;
     int me;
-    pthread_mutex_t lock;     /* homes, fifos, pending, node allocation */
+    pthread_mutex_t lock;     /* homes, fifos, pending */
     struct nv_sync_node nodes[NV_SYNC_NODES];
-    uint64_t used[NV_SYNC_NODES / 64];
+    _Atomic uint64_t used[NV_SYNC_NODES / 64];   /* allocation bitmap (lock-free: on every acquire) */
     _Atomic uint32_t tickets;
     struct nv_sync_home **homes;
     uint32_t nhomes;
