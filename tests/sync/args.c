@@ -107,8 +107,8 @@ int main(void)
                 break;
             sched_yield();
         }
+        CHECK_OK(netvm_lock_close(l));   /* first: the waiter tries it once woken */
         CHECK_OK(netvm_waitq_close(wq));
-        CHECK_OK(netvm_lock_close(l));
     }
     CHECK_OK(netvm_barrier(ctx));
     if (me == 1) {
