@@ -83,6 +83,8 @@ netvm_status_t netvm_lock_close(netvm_lock_t *lock);
 netvm_status_t netvm_rwlock_create(netvm_ctx_t *ctx, const char *name, netvm_rwlock_t **rw);
 netvm_status_t netvm_rwlock_open(netvm_ctx_t *ctx, int home, const char *name, netvm_rwlock_t **rw);
 netvm_status_t netvm_rwlock_rdlock(netvm_rwlock_t *rw);
+/* NETVM_ERR_STATE when no reader holds the lock (an unlock by a thread
+ * that holds none goes unseen while others read). */
 netvm_status_t netvm_rwlock_rdunlock(netvm_rwlock_t *rw);
 netvm_status_t netvm_rwlock_wrlock(netvm_rwlock_t *rw);
 netvm_status_t netvm_rwlock_wrunlock(netvm_rwlock_t *rw);
@@ -105,10 +107,10 @@ netvm_status_t netvm_sem_value(netvm_sem_t *sem, uint64_t *value);
 netvm_status_t netvm_sem_close(netvm_sem_t *sem);
 
 /* --- wait queue ------------------------------------------------------------
- * A FIFO of sleeping peers at the home. wait returns once the caller is
- * queued at the home (so a signal issued after it returns... see
- * netvm_waitq_wait) and woken. A signal with nobody queued is lost (as a
- * condition variable's): use a monitor for predicates. */
+ * A FIFO of sleeping peers at the home. A signal wakes the oldest waiter
+ * queued when the home handles it; one with nobody queued is lost (as a
+ * condition variable's): use a monitor for predicates. Each woken waiter
+ * costs the home one one-way message. */
 netvm_status_t netvm_waitq_create(netvm_ctx_t *ctx, const char *name, netvm_waitq_t **wq);
 netvm_status_t netvm_waitq_open(netvm_ctx_t *ctx, int home, const char *name, netvm_waitq_t **wq);
 /* Queue at the home, then sleep until signalled (or the queue is closed:
