@@ -455,7 +455,8 @@ netvm_status_t nv_progress_wait_idle(netvm_ctx_t *ctx, struct nv_peer *p);
  * for polling loops) and gives it back. */
 void           nv_progress_enter(netvm_ctx_t *ctx, int sticky);
 void           nv_progress_leave(netvm_ctx_t *ctx);
-/* Before this thread sleeps on something that is not P: give P back. */
+/* Before this thread sleeps on something that is not P: give P back (and
+ * the shm rings its polling holds). */
 void           nv_progress_release(netvm_ctx_t *ctx);
 /* The armed event queue: P joins the user's event fd. */
 void           nv_progress_arm_e(netvm_ctx_t *ctx);

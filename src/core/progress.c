@@ -246,6 +246,10 @@ void nv_progress_leave(netvm_ctx_t *ctx)
 void nv_progress_release(netvm_ctx_t *ctx)
 {
     flush_lazy(ctx);   /* nothing this thread issued may wait for its next call */
+    /* rings held by this thread's polling: producers must ring the
+     * progress thread again, or what arrives waits for the lease to end */
+    if (atomic_load_explicit(&ctx->rings_held, memory_order_relaxed) && !atomic_load(&ctx->app_inside))
+        release_rings(ctx);
     if (!ctx->have_thread || !ctx->lent || atomic_load(&ctx->app_inside))
         return;
     pthread_mutex_lock(&ctx->lend_lock);

@@ -1,0 +1,259 @@
+/* sync_bench: the latency of netvm's synchronisation (include/netvm/sync.h)
+ * against one blocking fetch-and-add measured in the same run.
+ *
+ *   netvm run -n N -- sync_bench [--min-ms M] [--json FILE] [--quick]
+ *
+ * Rows (printed by rank 0; size = ranks taking part, 8 for fadd_lat):
+ *   fadd_lat      one blocking netvm_atomic FADD on a word of rank 1, us
+ *   lock_lat      uncontended queue-lock acquire + release (home rank 1), us
+ *   lock_handoff  ranks 0..size-1 (2, then all) acquire + release the same
+ *                 lock in a loop, each holder releasing only once a
+ *                 successor queued: us per hand-off
+ *   rw_read_lat   uncontended rdlock + rdunlock, us
+ *   rw_write_lat  uncontended wrlock + wrunlock, us
+ *   sem_lat       uncontended sem wait + post, us
+ *   barrier_lat   a barrier (netvm_gbarrier) over 2 ranks and over all, us
+ *
+ * (A holder waits at most 50 ms for a successor: on a machine so busy
+ * that it does, the row counts some releases that were no hand-off.)
+ *
+ * Each measurement doubles its count until a batch lasts min-ms/8 (the
+ * warm-up), then times one batch sized to last min-ms (default 200; --quick
+ * a tenth). Collective batches: rank 0 posts the count into a control
+ * word, everyone runs it between two job barriers. */
+#include <netvm/sync.h>
+
+#include "svc/sync/sync_int.h"   /* the holder's node: is a successor linked */
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { OP_END = 0, OP_HANDOFF2, OP_HANDOFFALL, OP_BAR2, OP_BARALL };
+
+static netvm_ctx_t *ctx;
+static int me, nranks;
+static netvm_lock_t *lock;
+static netvm_rwlock_t *rw;
+static netvm_sem_t *sem;
+static netvm_gbarrier_t *bar2, *barall;
+static netvm_rseg_t *word, *ctlr;
+static FILE *json;
+static int rows;
+
+static void die(const char *what, netvm_status_t st)
+{
+    fprintf(stderr, "sync_bench: rank %d: %s: %s\n", me, what, netvm_strerror(st));
+    exit(1);
+}
+
+#define OK(x) do { netvm_status_t st_ = (x); if (st_ != NETVM_OK) die(#x, st_); } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void emit(const char *metric, size_t size, const char *unit, double v)
+{
+    printf("%-20s %9zu %-5s %12.6g\n", metric, size, unit, v);
+    fflush(stdout);
+    if (json)
+        fprintf(json, "%s\n  {\"metric\": \"%s\", \"size\": %zu, \"unit\": \"%s\", \"netvm\": %.9g}",
+                rows++ ? "," : "", metric, size, unit, v);
+}
+
+/* --- batches ----------------------------------------------------------------- */
+
+/* Every release a hand-off: the holder keeps the lock until a successor
+ * has linked itself behind it (a look at its own node: no traffic),
+ * except at its last acquisition, when others may be done. */
+static void handoffs(uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        OK(netvm_lock_acquire(lock));
+        if (i + 1 < n) {
+            struct nv_sync_node *node = &lock->h.st->nodes[atomic_load(&lock->h.held) - 1];
+            /* bounded: should the turns of the ranks drift apart, nobody
+             * waits for a successor that has finished */
+            double t0 = now_s();
+            while (!atomic_load(&node->next) && now_s() - t0 < 0.05)
+                if (!netvm_progress(ctx))
+                    sched_yield();   /* the successor may need this core */
+        }
+        OK(netvm_lock_release(lock));
+    }
+}
+
+static void run_op(int op, uint64_t n)
+{
+    switch (op) {
+    case OP_HANDOFF2:
+        if (me < 2)
+            handoffs(n);
+        break;
+    case OP_HANDOFFALL:
+        handoffs(n);
+        break;
+    case OP_BAR2:
+        if (me < 2)
+            for (uint64_t i = 0; i < n; i++)
+                OK(netvm_gbarrier_wait(bar2));
+        break;
+    case OP_BARALL:
+        for (uint64_t i = 0; i < n; i++)
+            OK(netvm_gbarrier_wait(barall));
+        break;
+    }
+}
+
+/* rank 0: one collective batch of op, n each; seconds */
+static double collective(int op, uint64_t n)
+{
+    uint64_t cmd[2] = { (uint64_t)op, n };
+    OK(netvm_put(ctx, ctlr, 0, cmd, sizeof cmd, 0));
+    OK(netvm_barrier(ctx));
+    double t0 = now_s();
+    run_op(op, n);
+    OK(netvm_barrier(ctx));
+    return now_s() - t0;
+}
+
+/* the other ranks: serve collective batches until OP_END */
+static void serve(void)
+{
+    for (;;) {
+        OK(netvm_barrier(ctx));
+        uint64_t cmd[2];
+        OK(netvm_get(ctx, cmd, ctlr, 0, sizeof cmd, 0));
+        if (cmd[0] == OP_END)
+            return;
+        run_op((int)cmd[0], cmd[1]);
+        OK(netvm_barrier(ctx));
+    }
+}
+
+typedef double (*batch_fn)(int op, uint64_t n);
+
+static double local_batch(int op, uint64_t n)
+{
+    double t0 = now_s();
+    for (uint64_t i = 0; i < n; i++) {
+        switch (op) {
+        case 0: OK(netvm_atomic(ctx, word, 0, NETVM_AOP_FADD, 1, 0, NULL)); break;
+        case 1: OK(netvm_lock_acquire(lock)); OK(netvm_lock_release(lock)); break;
+        case 2: OK(netvm_rwlock_rdlock(rw)); OK(netvm_rwlock_rdunlock(rw)); break;
+        case 3: OK(netvm_rwlock_wrlock(rw)); OK(netvm_rwlock_wrunlock(rw)); break;
+        case 4: OK(netvm_sem_wait(sem)); OK(netvm_sem_post(sem)); break;
+        }
+    }
+    return now_s() - t0;
+}
+
+/* seconds per unit: double n until a batch lasts goal/8, then one batch of goal */
+static double timed(batch_fn fn, int op, double goal, uint64_t per)
+{
+    uint64_t n = 1;
+    double t;
+    fn(op, 2);
+    while ((t = fn(op, n)) < goal / 8 && n < ((uint64_t)1 << 40))
+        n *= 2;
+    n = (uint64_t)((double)n * goal / (t > 0 ? t : 1e-9)) + 1;
+    t = fn(op, n);
+    return t / (double)(n * per);
+}
+
+int main(int argc, char **argv)
+{
+    double min_ms = 200;
+    int quick = 0;
+    const char *json_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--min-ms") && i + 1 < argc)
+            min_ms = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json_path = argv[++i];
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else {
+            fprintf(stderr, "usage: sync_bench [--min-ms M] [--json FILE] [--quick]\n");
+            return 2;
+        }
+    }
+    OK(netvm_init(&ctx, NULL));
+    me = netvm_rank(ctx);
+    nranks = netvm_size(ctx);
+    if (nranks < 2) {
+        fprintf(stderr, "sync_bench: needs at least 2 ranks\n");
+        return 2;
+    }
+    double goal = (quick ? min_ms / 10 : min_ms) / 1000;
+    int two[2] = { 0, 1 }, *all = malloc((size_t)nranks * sizeof *all);
+    for (int i = 0; i < nranks; i++)
+        all[i] = i;
+    if (me == 0) {
+        void *a;
+        netvm_seg_t *s;
+        OK(netvm_alloc_shared(ctx, 64, NETVM_RWA, "sb.ctl", &a, &s));
+        OK(netvm_gbarrier_create(ctx, "sb.bar2", two, 2, &bar2));
+        OK(netvm_gbarrier_create(ctx, "sb.barall", all, (unsigned)nranks, &barall));
+    }
+    if (me == 1) {
+        void *a;
+        netvm_seg_t *s;
+        OK(netvm_alloc_shared(ctx, 64, NETVM_RWA, "sb.word", &a, &s));
+        OK(netvm_lock_create(ctx, "sb.lock", &lock));
+        OK(netvm_rwlock_create(ctx, "sb.rw", &rw));
+        OK(netvm_sem_create(ctx, "sb.sem", 1, &sem));
+    }
+    OK(netvm_barrier(ctx));
+    OK(netvm_import(ctx, 0, "sb.ctl", &ctlr));
+    OK(netvm_import(ctx, 1, "sb.word", &word));
+    if (me != 0) {
+        OK(netvm_gbarrier_open(ctx, 0, "sb.bar2", &bar2));
+        OK(netvm_gbarrier_open(ctx, 0, "sb.barall", &barall));
+    }
+    if (me != 1) {
+        OK(netvm_lock_open(ctx, 1, "sb.lock", &lock));
+        OK(netvm_rwlock_open(ctx, 1, "sb.rw", &rw));
+        OK(netvm_sem_open(ctx, 1, "sb.sem", &sem));
+    }
+    OK(netvm_barrier(ctx));
+    if (me != 0) {
+        serve();
+    } else {
+        if (json_path && !(json = fopen(json_path, "w"))) {
+            perror(json_path);
+            return 1;
+        }
+        if (json)
+            fprintf(json, "[");
+        emit("fadd_lat", 8, "us", timed(local_batch, 0, goal, 1) * 1e6);
+        emit("lock_lat", 1, "us", timed(local_batch, 1, goal, 1) * 1e6);
+        emit("rw_read_lat", 1, "us", timed(local_batch, 2, goal, 1) * 1e6);
+        emit("rw_write_lat", 1, "us", timed(local_batch, 3, goal, 1) * 1e6);
+        emit("sem_lat", 1, "us", timed(local_batch, 4, goal, 1) * 1e6);
+        emit("lock_handoff", 2, "us", timed(collective, OP_HANDOFF2, goal, 2) * 1e6);
+        if (nranks > 2)
+            emit("lock_handoff", (size_t)nranks, "us",
+                 timed(collective, OP_HANDOFFALL, goal, (uint64_t)nranks) * 1e6);
+        emit("barrier_lat", 2, "us", timed(collective, OP_BAR2, goal, 1) * 1e6);
+        if (nranks > 2)
+            emit("barrier_lat", (size_t)nranks, "us", timed(collective, OP_BARALL, goal, 1) * 1e6);
+        uint64_t end[2] = { OP_END, 0 };
+        OK(netvm_put(ctx, ctlr, 0, end, sizeof end, 0));
+        OK(netvm_barrier(ctx));
+        if (json) {
+            fprintf(json, "\n]\n");
+            fclose(json);
+        }
+    }
+    OK(netvm_barrier(ctx));
+    free(all);
+    OK(netvm_finalize(ctx));
+    return 0;
+}

@@ -1,0 +1,132 @@
+/* svc/sync: the queue lock (MCS). The tail word lives at the home; each
+ * acquirer swaps its node ref into it. A predecessor learns its successor
+ * by a link message into its own node, and hands the lock over with one
+ * wake message: nobody waits on the network. A holder (or waiter) that
+ * dies breaks the lock: the waiter behind it sees its predecessor gone,
+ * sets the home's broken word and swaps NV_SYNC_BROKEN into the tail, so
+ * every waiter and every later acquire fails with NETVM_ERR_PEER. */
+#include "svc/sync/sync_int.h"
+
+#include <stdlib.h>
+
+static void break_lock(struct nv_sync_handle *h)
+{
+    netvm_put_imm(h->ctx, h->rseg, NV_SYNC_W_BROKEN, 1, 0);
+    nv_sync_atomic(h, NV_SYNC_W_TAIL, NETVM_AOP_SWAP, NV_SYNC_BROKEN, 0, NULL);
+}
+
+static netvm_status_t watch_broken(struct nv_sync_handle *h, void *arg)
+{
+    (void)arg;
+    if (nv_sync_alive(h->st, h->home) != NETVM_OK)
+        return NETVM_ERR_PEER;
+    uint64_t b = 0;
+    netvm_status_t s = netvm_get(h->ctx, &b, h->rseg, NV_SYNC_W_BROKEN, 8, 0);
+    if (s != NETVM_OK)
+        return s;
+    return b ? NETVM_ERR_PEER : NETVM_OK;
+}
+
+/* a waiter depends on its predecessor: if it died, the lock is lost */
+static netvm_status_t watch_pred(struct nv_sync_handle *h, void *arg)
+{
+    if (nv_sync_alive(h->st, nv_sync_ref_peer(*(uint64_t *)arg)) != NETVM_OK)
+        return NETVM_ERR_PEER;
+    return watch_broken(h, NULL);
+}
+
+netvm_status_t nv_sync_mcs_acquire(struct nv_sync_handle *h)
+{
+    unsigned slot;
+    uint64_t ref, pred;
+    netvm_status_t s = nv_sync_node_get(h->st, &slot, &ref);
+    if (s != NETVM_OK)
+        return s;
+    if ((s = nv_sync_atomic(h, NV_SYNC_W_TAIL, NETVM_AOP_SWAP, ref, 0, &pred)) != NETVM_OK)
+        goto fail;
+    if (pred == NV_SYNC_BROKEN) {
+        /* put the mark back; anyone who swapped behind us meanwhile sees
+         * the broken word */
+        nv_sync_atomic(h, NV_SYNC_W_TAIL, NETVM_AOP_SWAP, NV_SYNC_BROKEN, 0, NULL);
+        s = NETVM_ERR_PEER;
+        goto fail;
+    }
+    if (pred) {
+        s = nv_sync_send_link(h->st, pred, ref);
+        if (s == NETVM_OK)
+            s = nv_sync_sleep(h, slot, NULL, nv_sync_ref_peer(pred), watch_pred, &pred);
+        if (s != NETVM_OK) {
+            if (s == NETVM_ERR_PEER)
+                break_lock(h);
+            goto fail;
+        }
+    }
+    atomic_store(&h->held, slot + 1);
+    return NETVM_OK;
+fail:
+    nv_sync_node_put(h->st, slot);
+    return s;
+}
+
+netvm_status_t nv_sync_mcs_release(struct nv_sync_handle *h)
+{
+    unsigned held = atomic_exchange(&h->held, 0);
+    if (!held)
+        return NETVM_ERR_STATE;
+    unsigned slot = held - 1;
+    struct nv_sync_node *n = &h->st->nodes[slot];
+    uint64_t ref = nv_sync_ref(h->st->me, slot, atomic_load(&n->ticket));
+    uint64_t next = atomic_load(&n->next), old;
+    netvm_status_t s = NETVM_OK;
+    if (!next) {
+        s = nv_sync_atomic(h, NV_SYNC_W_TAIL, NETVM_AOP_CSWAP, 0, ref, &old);
+        if (s != NETVM_OK || old == ref)
+            goto out;
+        if (old == NV_SYNC_BROKEN) {
+            s = NETVM_ERR_PEER;
+            goto out;
+        }
+        /* a successor swapped itself in and is about to link */
+        if ((s = nv_sync_sleep(h, slot, &next, nv_sync_ref_peer(old), watch_broken, NULL)) != NETVM_OK)
+            goto out;
+    }
+    s = nv_sync_send_wake(h->st, next, NETVM_OK);
+    if (s != NETVM_OK)
+        break_lock(h);   /* the successor is gone: the lock cannot move on */
+out:
+    nv_sync_node_put(h->st, slot);
+    return s;
+}
+
+netvm_status_t netvm_lock_create(netvm_ctx_t *ctx, const char *name, netvm_lock_t **out)
+{
+    if (!out)
+        return NETVM_ERR_INVAL;
+    *out = NULL;
+    if (!ctx)
+        return NETVM_ERR_INVAL;
+    netvm_lock_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return NETVM_ERR_NOMEM;
+    netvm_status_t s = nv_sync_create(ctx, name, NV_SYNC_LOCK, 0, NULL, 0, &l->h);
+    if (s != NETVM_OK) {
+        free(l);
+        return s;
+    }
+    *out = l;
+    return NETVM_OK;
+}
+
+NV_SYNC_OPEN_CLOSE(netvm_lock, NV_SYNC_LOCK, netvm_lock_open, netvm_lock_close)
+
+netvm_status_t netvm_lock_acquire(netvm_lock_t *l)
+{
+    netvm_status_t s = nv_sync_enter(l ? &l->h : NULL, NV_SYNC_LOCK);
+    return s != NETVM_OK ? s : nv_sync_mcs_acquire(&l->h);
+}
+
+netvm_status_t netvm_lock_release(netvm_lock_t *l)
+{
+    netvm_status_t s = nv_sync_enter(l ? &l->h : NULL, NV_SYNC_LOCK);
+    return s != NETVM_OK ? s : nv_sync_mcs_release(&l->h);
+}

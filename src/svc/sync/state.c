@@ -1,0 +1,360 @@
+/* svc/sync: the per-context state, wait nodes and the messages that wake
+ * them. A waiter sleeps on a node of its own process; wakes and MCS links
+ * arrive as one-way service messages whose handlers store into the node;
+ * the waiter waits in core's progress loop, which serves them. */
+#include "svc/sync/sync_int.h"
+#include "core/internal.h"   /* nv_in_handler, and core's waiting loop (nv_progress_wait) */
+
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int nv_sync_check_ms(void)
+{
+    static _Atomic int cached;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v > 0)
+        return v;
+    const char *e = getenv("NETVM_SYNC_CHECK_MS");
+    v = e ? atoi(e) : 0;
+    if (v <= 0)
+        v = 20;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+    return v;
+}
+
+/* --- local effects of wake and link --------------------------------------- */
+
+static void futex_wake_all(_Atomic uint32_t *w)
+{
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+static void bump(struct nv_sync_node *n)
+{
+    atomic_fetch_add(&n->seq, 1);
+    futex_wake_all(&n->seq);
+}
+
+static void apply_wake(struct nv_sync_state *st, unsigned slot, uint32_t ticket, netvm_status_t status)
+{
+    if (slot >= NV_SYNC_NODES)
+        return;
+    struct nv_sync_node *n = &st->nodes[slot];
+    uint64_t want = ticket;   /* only the wait this ticket names, and only once */
+    if (atomic_compare_exchange_strong(&n->wake, &want, (uint64_t)ticket | ((uint64_t)status + 1) << 32))
+        bump(n);
+}
+
+static void apply_link(struct nv_sync_state *st, unsigned slot, uint32_t ticket, uint64_t succ)
+{
+    if (slot >= NV_SYNC_NODES || succ == 0)
+        return;
+    struct nv_sync_node *n = &st->nodes[slot];
+    /* a link always reaches a live use: the predecessor waits for it
+     * before it frees the node (nv_sync_mcs_release) */
+    if (atomic_load(&n->ticket) != ticket)
+        return;
+    uint64_t zero = 0;
+    if (atomic_compare_exchange_strong(&n->next, &zero, succ))
+        bump(n);
+}
+
+static int on_wake(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
+{
+    (void)ctx;
+    if (m->nargs == 3)
+        apply_wake(arg, (unsigned)m->args[0], (uint32_t)m->args[1], (netvm_status_t)m->args[2]);
+    return NETVM_AM_DONE;
+}
+
+static int on_link(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
+{
+    (void)ctx;
+    if (m->nargs == 3)
+        apply_link(arg, (unsigned)m->args[0], (uint32_t)m->args[1], m->args[2]);
+    return NETVM_AM_DONE;
+}
+
+/* An operation at this home. It is applied once (the first call) and
+ * answered at once; the wakes it makes that found no flow-control credit
+ * wait in st->pending, and the message defers itself until they are
+ * sent. */
+static int on_home(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
+{
+    struct nv_sync_state *st = arg;
+    if (m->deferred == 0) {
+        uint64_t out[4] = { 0 };
+        unsigned nout = 0;
+        netvm_status_t s = NETVM_ERR_INVAL;
+        pthread_mutex_lock(&st->lock);
+        if (m->nargs == 5)
+            s = nv_sync_home_op(st, m->peer, m->args, out, &nout);
+        pthread_mutex_unlock(&st->lock);
+        if (m->has_token)
+            netvm_am_reply(ctx, &m->token, s, out, nout, NULL, 0);
+    }
+    nv_sync_flush_pending(st);
+    pthread_mutex_lock(&st->lock);
+    int more = st->pending != NULL;
+    pthread_mutex_unlock(&st->lock);
+    return more ? NETVM_AM_DEFER : NETVM_AM_DONE;
+}
+
+/* --- the state -------------------------------------------------------------- */
+
+static void *state_create(netvm_ctx_t *ctx)
+{
+    struct nv_sync_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    st->ctx = ctx;
+    st->me = netvm_rank(ctx);
+    pthread_mutex_init(&st->lock, NULL);
+    atomic_store(&st->tickets, 1);
+    if (nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_WAKE, on_wake, st) != NETVM_OK ||
+        nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_LINK, on_link, st) != NETVM_OK ||
+        nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_HOME, on_home, st) != NETVM_OK) {
+        pthread_mutex_destroy(&st->lock);
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static void state_destroy(netvm_ctx_t *ctx, void *p)
+{
+    (void)ctx;
+    struct nv_sync_state *st = p;
+    for (uint32_t i = 0; i < st->nhomes; i++)
+        if (st->homes[i])
+            nv_sync_home_drop(st, st->homes[i]);
+    free(st->homes);
+    while (st->pending) {
+        struct nv_sync_pending *n = st->pending->next;
+        free(st->pending);
+        st->pending = n;
+    }
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+}
+
+struct nv_sync_state *nv_sync_state(netvm_ctx_t *ctx)
+{
+    return nv_svc_state(ctx, NV_SVC_STATE_SYNC, state_create, state_destroy);
+}
+
+/* --- nodes ------------------------------------------------------------------ */
+
+static uint32_t fresh_ticket(struct nv_sync_state *st)
+{
+    uint32_t t;
+    while ((t = atomic_fetch_add(&st->tickets, 1)) == 0)
+        ;
+    return t;
+}
+
+netvm_status_t nv_sync_node_get(struct nv_sync_state *st, unsigned *slot, uint64_t *ref)
+{
+    for (unsigned w = 0; w < NV_SYNC_NODES / 64; w++) {
+        uint64_t v = atomic_load(&st->used[w]);
+        while (v != UINT64_MAX) {
+            unsigned b = (unsigned)__builtin_ctzll(~v);
+            if (atomic_compare_exchange_weak(&st->used[w], &v, v | 1ull << b)) {
+                *slot = w * 64 + b;
+                *ref = nv_sync_node_renew(st, *slot);
+                return NETVM_OK;
+            }
+        }
+    }
+    return NETVM_ERR_NOMEM;
+}
+
+uint64_t nv_sync_node_renew(struct nv_sync_state *st, unsigned slot)
+{
+    struct nv_sync_node *n = &st->nodes[slot];
+    uint32_t t = fresh_ticket(st);
+    atomic_store(&n->next, 0);
+    atomic_store(&n->wake, t);
+    atomic_store(&n->ticket, t);
+    return nv_sync_ref(st->me, slot, t);
+}
+
+void nv_sync_node_put(struct nv_sync_state *st, unsigned slot)
+{
+    atomic_store(&st->nodes[slot].ticket, 0);
+    atomic_store(&st->nodes[slot].wake, 0);
+    atomic_fetch_and(&st->used[slot / 64], ~(1ull << (slot % 64)));
+}
+
+/* --- sleeping ----------------------------------------------------------------- */
+
+netvm_status_t nv_sync_alive(struct nv_sync_state *st, int peer)
+{
+    if (peer == st->me)
+        return NETVM_OK;
+    netvm_peer_info_t info;
+    if (netvm_peer_info(st->ctx, peer, &info) != NETVM_OK || !info.alive)
+        return NETVM_ERR_PEER;
+    return NETVM_OK;
+}
+
+netvm_status_t nv_sync_watch_home(struct nv_sync_handle *h, void *arg)
+{
+    (void)arg;
+    return nv_sync_alive(h->st, h->home);
+}
+
+struct sleeper {
+    struct nv_sync_node *n;
+    uint64_t *next;
+};
+
+static int woken(void *arg)
+{
+    struct sleeper *w = arg;
+    if (w->next)
+        return atomic_load(&w->n->next) != 0;
+    return (atomic_load(&w->n->wake) >> 32) != 0;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* May this thread sleep on the node's futex? Only if the progress thread
+ * serves the waker's link without it: shm (the progress thread serves the
+ * rings) or this very process. On tcp the thread sleeps in core's loop,
+ * on the sockets themselves, so the wake message wakes it directly. */
+static int futex_sleep_ok(struct nv_sync_state *st, int waker)
+{
+    if (!st->ctx->have_thread || waker < 0)
+        return 0;
+    if (waker == st->me)
+        return 1;
+    netvm_peer_info_t info;
+    return netvm_peer_info(st->ctx, waker, &info) == NETVM_OK && info.link && !strcmp(info.link, "shm");
+}
+
+/* Spin in core's waiting loop (serving progress) for NETVM_SPIN_US, then
+ * sleep: on the node's futex, woken by the handler that stores the wake,
+ * or in core's loop. Every NETVM_SYNC_CHECK_MS, look at the peers the
+ * wait depends on. */
+netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *next, int waker,
+                             nv_sync_watch_fn watch, void *arg)
+{
+    struct nv_sync_state *st = h->st;
+    struct sleeper w = { &st->nodes[slot], next };
+    uint64_t start = now_ns();
+    while (!woken(&w) && now_ns() - start < st->ctx->spin_ns)
+        nv_progress_wait(st->ctx, woken, &w, 0, 1);
+    int futex = futex_sleep_ok(st, waker);
+    if (futex)
+        nv_progress_release(st->ctx);   /* the progress thread serves the wake from now on */
+    const int check = nv_sync_check_ms();
+    while (!woken(&w)) {
+        netvm_status_t s = NETVM_ERR_TIMEOUT;
+        if (futex) {
+            uint32_t seq = atomic_load(&w.n->seq);
+            if (woken(&w))
+                break;
+            struct timespec ts = { check / 1000, (long)(check % 1000) * 1000000L };
+            syscall(SYS_futex, (uint32_t *)&w.n->seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+            if (atomic_load(&w.n->seq) != seq)
+                continue;
+        } else {
+            s = nv_progress_wait(st->ctx, woken, &w, check, 0);
+        }
+        if (woken(&w))
+            break;
+        if (s != NETVM_OK && s != NETVM_ERR_TIMEOUT)
+            return s;
+        if (watch && (s = watch(h, arg)) != NETVM_OK)
+            return s;
+    }
+    if (next) {
+        *next = atomic_load(&w.n->next);
+        return NETVM_OK;
+    }
+    return (netvm_status_t)((atomic_load(&w.n->wake) >> 32) - 1);
+}
+
+/* --- sending ------------------------------------------------------------------ */
+
+netvm_status_t nv_sync_send_wake(struct nv_sync_state *st, uint64_t ref, netvm_status_t status)
+{
+    int peer = nv_sync_ref_peer(ref);
+    if (peer == st->me) {
+        apply_wake(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), status);
+        return NETVM_OK;
+    }
+    uint64_t a[3] = { nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), (uint64_t)status };
+    return nv_svc_send(st->ctx, peer, NV_SVC_SYNC + NV_SYNC_AM_WAKE, a, 3, NULL, 0, NULL);
+}
+
+netvm_status_t nv_sync_send_link(struct nv_sync_state *st, uint64_t ref, uint64_t succ)
+{
+    int peer = nv_sync_ref_peer(ref);
+    if (peer == st->me) {
+        apply_link(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ);
+        return NETVM_OK;
+    }
+    uint64_t a[3] = { nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ };
+    return nv_svc_send(st->ctx, peer, NV_SVC_SYNC + NV_SYNC_AM_LINK, a, 3, NULL, 0, NULL);
+}
+
+netvm_status_t nv_sync_home_call(struct nv_sync_handle *h, unsigned op, uint64_t ref, uint64_t arg,
+                                 uint64_t *out, unsigned nout)
+{
+    if (nv_in_handler)
+        return NETVM_ERR_STATE;
+    struct nv_sync_state *st = h->st;
+    uint64_t a[5] = { op, h->id, h->key, ref, arg };
+    if (h->home == st->me) {
+        uint64_t r[4] = { 0 };
+        unsigned nr = 0;
+        pthread_mutex_lock(&st->lock);
+        netvm_status_t s = nv_sync_home_op(st, st->me, a, r, &nr);
+        pthread_mutex_unlock(&st->lock);
+        nv_sync_flush_pending(st);
+        for (unsigned i = 0; i < nout; i++)
+            out[i] = i < nr ? r[i] : 0;
+        return s;
+    }
+    netvm_am_result_t res;
+    netvm_status_t s = nv_svc_request(st->ctx, h->home, NV_SVC_SYNC + NV_SYNC_AM_HOME, a, 5, NULL, 0, NULL, 0,
+                                      &res, NULL);
+    if (s != NETVM_OK)
+        return s;
+    for (unsigned i = 0; i < nout; i++)
+        out[i] = i < res.nargs ? res.args[i] : 0;
+    return res.status;
+}
+
+netvm_status_t nv_sync_home_send(struct nv_sync_handle *h, unsigned op, uint64_t ref, uint64_t arg)
+{
+    struct nv_sync_state *st = h->st;
+    if (h->home == st->me)
+        return nv_sync_home_call(h, op, ref, arg, NULL, 0);
+    uint64_t a[5] = { op, h->id, h->key, ref, arg };
+    return nv_svc_send(st->ctx, h->home, NV_SVC_SYNC + NV_SYNC_AM_HOME, a, 5, NULL, 0, NULL);
+}
+
+netvm_status_t nv_sync_enter(const struct nv_sync_handle *h, int kind)
+{
+    if (!h || h->kind != kind || !h->ctx)
+        return NETVM_ERR_INVAL;
+    return nv_in_handler ? NETVM_ERR_STATE : NETVM_OK;
+}
+
+netvm_status_t nv_sync_atomic(struct nv_sync_handle *h, size_t off, netvm_atomic_op_t op, uint64_t operand,
+                              uint64_t compare, uint64_t *old)
+{
+    return netvm_atomic(h->ctx, h->rseg, off, op, operand, compare, old);
+}

@@ -1,0 +1,217 @@
+/* svc/sync internals: the per-context state (wait nodes, the objects this
+ * process is home of), the handle every public type wraps, and the
+ * messages between waiters, wakers and homes. */
+#ifndef NV_SVC_SYNC_INT_H
+#define NV_SVC_SYNC_INT_H
+
+#include <netvm/sync.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/svc.h"
+
+/* Service handlers (NV_SVC_SYNC + k). */
+enum {
+    NV_SYNC_AM_WAKE = 0,   /* one-way: args slot, ticket, status: let a waiter go */
+    NV_SYNC_AM_LINK = 1,   /* one-way: args slot, ticket, successor ref: MCS link */
+    NV_SYNC_AM_HOME = 2,   /* request or one-way: args op, id, key, ref, arg: an operation at the home */
+};
+
+enum { NV_SYNC_LOCK = 1, NV_SYNC_RWLOCK, NV_SYNC_SEM, NV_SYNC_WAITQ, NV_SYNC_MONITOR, NV_SYNC_BARRIER };
+
+/* Home operations (args[0] of NV_SYNC_AM_HOME). */
+enum { NV_SYNC_OP_INFO = 1, NV_SYNC_OP_SEM_WAIT, NV_SYNC_OP_SEM_KICK, NV_SYNC_OP_WQ_WAIT,
+       NV_SYNC_OP_WQ_SIGNAL, NV_SYNC_OP_WQ_BROADCAST, NV_SYNC_OP_BAR_ARRIVE };
+
+/* The object's words at the home (netvm_alloc_shared, "nvsync:<name>");
+ * hot words on lines of their own. */
+enum {
+    NV_SYNC_W_MAGIC = 0, NV_SYNC_W_KIND = 8, NV_SYNC_W_ID = 16, NV_SYNC_W_KEY = 24,
+    NV_SYNC_W_NMEMB = 32,   /* barrier: members, listed as int32 from NV_SYNC_SEG_LEN */
+    NV_SYNC_W_TAIL = 64,    /* MCS tail: a node ref, 0 free, NV_SYNC_BROKEN */
+    NV_SYNC_W_BROKEN = 72,  /* 1: a holder died */
+    NV_SYNC_W_RW = 128,     /* readers in bits 0-31, registered writers above */
+    NV_SYNC_W_WRITER = 136, /* ref of the writer waiting for readers to leave */
+    NV_SYNC_W_SEM = 192,    /* K - count, NV_SYNC_SEM_QUEUED while waiters queue */
+    NV_SYNC_SEG_LEN = 256
+};
+#define NV_SYNC_MAGIC      0x6e7673796e633031ull
+#define NV_SYNC_BROKEN     UINT64_MAX
+#define NV_SYNC_SEM_K      (1ull << 62)
+#define NV_SYNC_SEM_QUEUED (1ull << 63)
+#define NV_SYNC_RW_WRITER  (1ull << 32)
+#define NV_SYNC_RW_READERS 0xffffffffull
+
+/* A wait node: where one waiting thread of this process sleeps. A node ref
+ * names it from anywhere: peer << 44 | slot << 32 | ticket (ticket != 0,
+ * fresh for every use, so a late message for an earlier use is ignored). */
+#define NV_SYNC_NODES 1024
+struct nv_sync_node {
+    _Atomic uint64_t wake;     /* ticket while waiting; | (status + 1) << 32 once woken */
+    _Atomic uint64_t next;     /* MCS successor ref, 0 until linked */
+    _Atomic uint32_t ticket;
+    _Atomic uint32_t seq;      /* futex word: bumped at every wake or link */
+};
+
+static inline uint64_t nv_sync_ref(int peer, unsigned slot, uint32_t ticket)
+{
+    return (uint64_t)(uint32_t)peer << 44 | (uint64_t)slot << 32 | ticket;
+}
+static inline int      nv_sync_ref_peer(uint64_t ref)   { return (int)(ref >> 44); }
+static inline unsigned nv_sync_ref_slot(uint64_t ref)   { return (unsigned)(ref >> 32) & 0xfffu; }
+static inline uint32_t nv_sync_ref_ticket(uint64_t ref) { return (uint32_t)ref; }
+
+/* A queued waiter at the home. */
+struct nv_sync_waiter {
+    uint64_t ref;
+    struct nv_sync_waiter *next;
+};
+struct nv_sync_fifo {
+    struct nv_sync_waiter *head, *tail;
+    unsigned n;
+};
+
+/* An object this process is home of. */
+struct nv_sync_home {
+    int kind;
+    uint32_t id;
+    uint64_t key;
+    uint64_t *words;          /* the segment, local */
+    unsigned nq;
+    struct nv_sync_fifo *q;   /* sem: q[0]; waitq: q[0]; monitor: q[0..ncond-1]; barrier: arrivals */
+    int *members;             /* barrier */
+    unsigned nmembers, arrived;
+};
+
+/* A wake the home could not send yet (out of credit inside a handler). */
+struct nv_sync_pending {
+    uint64_t ref;
+    netvm_status_t status;
+    uint32_t sem_id;          /* != UINT32_MAX: a semaphore unit goes with it */
+    uint64_t sem_key;
+    struct nv_sync_pending *next;
+};
+
+struct nv_sync_state {
+    netvm_ctx_t *ctx;
+    int me;
+    pthread_mutex_t lock;     /* homes, fifos, pending */
+    struct nv_sync_node nodes[NV_SYNC_NODES];
+    _Atomic uint64_t used[NV_SYNC_NODES / 64];   /* allocation bitmap (lock-free: on every acquire) */
+    _Atomic uint32_t tickets;
+    struct nv_sync_home **homes;
+    uint32_t nhomes;
+    struct nv_sync_pending *pending, *pending_tail;
+};
+
+/* What every public handle is. */
+struct nv_sync_handle {
+    netvm_ctx_t *ctx;
+    struct nv_sync_state *st;
+    int kind, home;
+    uint32_t id;
+    uint64_t key;
+    netvm_rseg_t *rseg;
+    struct nv_sync_home *owned;   /* at the home: the object */
+    netvm_seg_t *seg;             /* at the home: its segment */
+    _Atomic unsigned held;        /* MCS: the holder's node slot + 1 (0: free) */
+    unsigned ncond;
+    int *members;                 /* barrier: the members (liveness checks) */
+    unsigned nmembers;
+};
+
+struct nv_sync_state *nv_sync_state(netvm_ctx_t *ctx);
+
+/* Wait nodes. */
+netvm_status_t nv_sync_node_get(struct nv_sync_state *st, unsigned *slot, uint64_t *ref);
+void           nv_sync_node_put(struct nv_sync_state *st, unsigned slot);
+/* A fresh ticket on a held node (a second wait on it); returns the new ref. */
+uint64_t       nv_sync_node_renew(struct nv_sync_state *st, unsigned slot);
+
+/* Sleep until the node is woken (next == 0: its wake word; else its next
+ * word becomes non-zero, stored in *next). waker: the peer expected to
+ * send the message (-1: unknown). watch runs every NETVM_SYNC_CHECK_MS: a
+ * status other than NETVM_OK ends the wait with it. Returns the waker's
+ * status. */
+typedef netvm_status_t (*nv_sync_watch_fn)(struct nv_sync_handle *h, void *arg);
+netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *next, int waker,
+                             nv_sync_watch_fn watch, void *arg);
+/* Is peer alive (NETVM_OK) or not (NETVM_ERR_PEER). */
+netvm_status_t nv_sync_alive(struct nv_sync_state *st, int peer);
+netvm_status_t nv_sync_watch_home(struct nv_sync_handle *h, void *arg);
+
+/* Let the waiter ref go with status / link succ behind node ref. Outside a
+ * handler these may wait for flow-control credit; inside one they may
+ * return NETVM_ERR_AGAIN. */
+netvm_status_t nv_sync_send_wake(struct nv_sync_state *st, uint64_t ref, netvm_status_t status);
+netvm_status_t nv_sync_send_link(struct nv_sync_state *st, uint64_t ref, uint64_t succ);
+
+/* An operation at h's home; reply args in out (may be NULL). */
+netvm_status_t nv_sync_home_call(struct nv_sync_handle *h, unsigned op, uint64_t ref, uint64_t arg,
+                                 uint64_t *out, unsigned nout);
+netvm_status_t nv_sync_home_send(struct nv_sync_handle *h, unsigned op, uint64_t ref, uint64_t arg);
+
+/* Create the object at this process (words and the home record) / open a
+ * peer's by name; close either. */
+netvm_status_t nv_sync_create(netvm_ctx_t *ctx, const char *name, int kind, unsigned nq, const int *members,
+                              unsigned nmembers, struct nv_sync_handle *h);
+netvm_status_t nv_sync_open(netvm_ctx_t *ctx, int home, const char *name, int kind, struct nv_sync_handle *h);
+netvm_status_t nv_sync_close(struct nv_sync_handle *h);
+
+/* The home side (home.c). home_op and home_drop run under st->lock and
+ * only queue the wakes they make; flush_pending sends them, without the
+ * lock held (a send outside a handler may wait for credit, serving
+ * progress, which may run on_home). */
+netvm_status_t nv_sync_home_op(struct nv_sync_state *st, int from, const uint64_t *a, uint64_t *out,
+                               unsigned *nout);
+void           nv_sync_flush_pending(struct nv_sync_state *st);
+void           nv_sync_home_drop(struct nv_sync_state *st, struct nv_sync_home *o);
+
+/* MCS on h's tail word (lock.c), used by the lock, rwlock and monitor. */
+netvm_status_t nv_sync_mcs_acquire(struct nv_sync_handle *h);
+netvm_status_t nv_sync_mcs_release(struct nv_sync_handle *h);
+
+int nv_sync_check_ms(void);
+/* NETVM_ERR_INVAL for a NULL or foreign handle, NETVM_ERR_STATE inside a
+ * handler (every sync call may block), else NETVM_OK. */
+netvm_status_t nv_sync_enter(const struct nv_sync_handle *h, int kind);
+/* A word of the object at the home (off: NV_SYNC_W_*). */
+netvm_status_t nv_sync_atomic(struct nv_sync_handle *h, size_t off, netvm_atomic_op_t op, uint64_t operand,
+                              uint64_t compare, uint64_t *old);
+
+/* The public types are handles. */
+struct netvm_lock     { struct nv_sync_handle h; };
+struct netvm_rwlock   { struct nv_sync_handle h; };
+struct netvm_sem      { struct nv_sync_handle h; };
+struct netvm_waitq    { struct nv_sync_handle h; };
+struct netvm_monitor  { struct nv_sync_handle h; };
+struct netvm_gbarrier { struct nv_sync_handle h; };
+
+/* create / open / close of a public type T wrapping a handle of kind K */
+#define NV_SYNC_OPEN_CLOSE(T, K, open_fn, close_fn) \
+    netvm_status_t open_fn(netvm_ctx_t *ctx, int home, const char *name, struct T **out) \
+    { \
+        if (!out) \
+            return NETVM_ERR_INVAL; \
+        *out = NULL; \
+        if (!ctx) \
+            return NETVM_ERR_INVAL; \
+        struct T *o = calloc(1, sizeof *o); \
+        if (!o) \
+            return NETVM_ERR_NOMEM; \
+        netvm_status_t s = nv_sync_open(ctx, home, name, K, &o->h); \
+        if (s != NETVM_OK) { \
+            free(o); \
+            return s; \
+        } \
+        *out = o; \
+        return NETVM_OK; \
+    } \
+    netvm_status_t close_fn(struct T *o) \
+    { \
+        if (!o || o->h.kind != K) \
+            return NETVM_ERR_INVAL; \
+        return nv_sync_close(&o->h); \
+    }
+
+#endif

@@ -1,0 +1,76 @@
+/* The queue lock: mutual exclusion under contention from every rank (a
+ * counter incremented with a get and a put inside the lock: lost updates
+ * without it), FIFO order (acquirers queue in a known order behind a
+ * holder and must get the lock in that order), and the two-rank case
+ * where the hand-off crosses the link every time.
+ * Args: ITERS ROUNDS. */
+#include "sync_test.h"
+
+int main(int argc, char **argv)
+{
+    int iters = argc > 1 ? atoi(argv[1]) : 200, rounds = argc > 2 ? atoi(argv[2]) : 20;
+    netvm_ctx_t *ctx;
+    CHECK_OK(netvm_init(&ctx, NULL));
+    int me = check_rank = netvm_rank(ctx), n = netvm_size(ctx);
+    netvm_rseg_t *data = st_shared(ctx, "lockdata", 4096);
+
+    /* the home is the last rank: rank 0 holds the data */
+    int home = n - 1;
+    netvm_lock_t *lock;
+    if (me == home)
+        CHECK_OK(netvm_lock_create(ctx, "L", &lock));
+    CHECK_OK(netvm_barrier(ctx));
+    if (me != home)
+        CHECK_OK(netvm_lock_open(ctx, home, "L", &lock));
+    CHECK_ST(netvm_lock_release(lock), NETVM_ERR_STATE);
+
+    /* mutual exclusion */
+    for (int i = 0; i < iters; i++) {
+        CHECK_OK(netvm_lock_acquire(lock));
+        st_racy_inc(ctx, data, 0);
+        CHECK_OK(netvm_lock_release(lock));
+    }
+    CHECK_OK(netvm_barrier(ctx));
+    uint64_t total = st_get(ctx, data, 0);
+    if (total != (uint64_t)iters * (uint64_t)n)
+        FAILF("counter %llu, wanted %llu: lost updates", (unsigned long long)total,
+              (unsigned long long)iters * (unsigned long long)n);
+
+    /* FIFO: the round's holder takes the lock, the others queue one after
+     * the other (each waits until the one before it is the tail), and each
+     * records the position at which it got the lock */
+    netvm_rseg_t *obj;
+    CHECK_OK(netvm_import(ctx, home, "nvsync:L", &obj));
+    for (int r = 0; r < rounds; r++) {
+        int holder = r % n;
+        int pos = (me - holder + n) % n;   /* queue position */
+        if (me == holder) {
+            CHECK_OK(netvm_lock_acquire(lock));
+            st_put(ctx, data, 8, 0);
+        }
+        CHECK_OK(netvm_barrier(ctx));
+        if (me != holder) {
+            int before = (me - 1 + n) % n;
+            while (st_tail_peer(ctx, obj) != before)
+                sched_yield();
+            CHECK_OK(netvm_lock_acquire(lock));
+        } else {
+            int last = (holder - 1 + n) % n;
+            while (n > 1 && st_tail_peer(ctx, obj) != last)
+                sched_yield();
+        }
+        uint64_t got = st_get(ctx, data, 8);
+        if (got != (uint64_t)pos)
+            FAILF("round %d: got the lock at position %llu, queued at %d", r, (unsigned long long)got, pos);
+        st_put(ctx, data, 8, got + 1);
+        CHECK_OK(netvm_lock_release(lock));
+        CHECK_OK(netvm_barrier(ctx));
+    }
+    CHECK_OK(netvm_release(obj));
+    CHECK_OK(netvm_barrier(ctx));
+    CHECK_OK(netvm_lock_close(lock));
+    CHECK_OK(netvm_barrier(ctx));
+    printf("rank %d ok\n", me);
+    CHECK_OK(netvm_finalize(ctx));
+    return 0;
+}
