@@ -27,13 +27,14 @@ struct nv_boot_pmix {
     pmix_proc_t     me;
     int             size;
     uint32_t        seq;            /* collectives entered so far: names their keys */
-    int             broken;         /* a fence may still be running: no further collective */
+    netvm_status_t  gone;           /* a collective failed so: every later one fails so too */
+    int             gone_rank;      /* with this dead rank (or -1) */
     size_t          handler;        /* the event handler's id, if have_handler */
     int             have_handler;
     pthread_mutex_t lock;           /* what PMIx's thread writes, below */
     pthread_cond_t  cond;
     pmix_info_t     fence_info;     /* the running fence's: PMIx may read it until it calls back */
-    int             fence_done;     /* the fence's callback ran, with fence_status */
+    int             running;        /* a fence (or the handler's registration) has not called back */
     pmix_status_t   fence_status;
     int             failed;         /* PMIx reported a dead process or a lost server */
     int             failed_rank;    /* the process, when PMIx named one of ours; else -1 */
@@ -59,7 +60,7 @@ static void fence_done(pmix_status_t status, void *arg)
     struct nv_boot_pmix *p = arg;
     pthread_mutex_lock(&p->lock);
     p->fence_status = status;
-    p->fence_done = 1;
+    p->running = 0;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
 }
@@ -112,99 +113,113 @@ static void handler_registered(pmix_status_t status, size_t id, void *arg)
         p->have_handler = 1;
     }
     p->fence_status = status;
-    p->fence_done = 1;
+    p->running = 0;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
 }
 
 /* --- waiting ------------------------------------------------------------ */
 
-/* Wait until the fence's callback ran: NETVM_OK (then PMIx's status is in
- * p->fence_status), NETVM_ERR_PEER or NETVM_ERR_BOOT when an event said the
- * fence cannot complete, NETVM_ERR_TIMEOUT. */
+/* A collective failed: this and every later one return st (the fences of
+ * the ranks are out of step from here on, and the job is over anyway). */
+static netvm_status_t give_up(struct nv_boot_pmix *p, netvm_status_t st, int rank, int *dead_rank)
+{
+    p->gone = st;
+    p->gone_rank = rank;
+    *dead_rank = rank;
+    return st;
+}
+
+/* Wait until the fence's callback ran or an event says it cannot complete
+ * or the deadline passes. */
 static netvm_status_t wait_fence(struct nv_boot_pmix *p, const struct nv_boot_pmix_wait *w,
                                  const char *what, int *dead_rank)
 {
     uint64_t deadline = w->timeout_ms >= 0 ? nv_now_ns() + (uint64_t)w->timeout_ms * 1000000ull : 0;
-    netvm_status_t st = NETVM_OK;
+    int timed_out = 0;
     pthread_mutex_lock(&p->lock);
-    while (!p->fence_done && !p->failed) {
+    while (p->running && !p->failed) {
         if (deadline && nv_now_ns() >= deadline) {
-            st = NETVM_ERR_TIMEOUT;
+            timed_out = 1;
             break;
         }
         if (w->idle) {
             pthread_mutex_unlock(&p->lock);
             w->idle(w->idle_arg);
             pthread_mutex_lock(&p->lock);
-            if (p->fence_done || p->failed)
+            if (!p->running || p->failed)
                 break;
         }
         /* a bounded sleep even without idle hook or deadline: the condvar
          * runs on CLOCK_REALTIME, which may jump */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        long step = w->idle ? 1000000L : 100000000L;
-        ts.tv_nsec += step;
+        ts.tv_nsec += w->idle ? 1000000L : 100000000L;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
     }
-    int done = p->fence_done, rank = p->failed_rank;
-    pmix_status_t event = p->failed_event;
+    int running = p->running, rank = p->failed_rank;
+    pmix_status_t fst = p->fence_status, event = p->failed_event;
     pthread_mutex_unlock(&p->lock);
-    if (st == NETVM_ERR_TIMEOUT) {
-        nv_error("bootstrap: PMIx %s timed out after %d ms", what, w->timeout_ms);
-        p->broken = 1;
-        return st;
-    }
-    if (done)
+
+    if (!running && fst == PMIX_SUCCESS)
         return NETVM_OK;
-    p->broken = 1;     /* the fence may still call back: nothing more may start */
-    if (rank >= 0) {
-        nv_error("bootstrap: PMIx reports that rank %d ended (%s) during %s", rank,
-                 PMIx_Error_string(event), what);
-        *dead_rank = rank;
-        return NETVM_ERR_PEER;
+    if (timed_out) {
+        nv_error("bootstrap: PMIx %s timed out after %d ms", what, w->timeout_ms);
+        return give_up(p, NETVM_ERR_TIMEOUT, -1, dead_rank);
     }
-    nv_error("bootstrap: PMIx reports %s during %s: the job cannot continue", PMIx_Error_string(event), what);
-    return event == PMIX_ERR_LOST_CONNECTION || event == PMIX_ERR_UNREACH ? NETVM_ERR_BOOT : NETVM_ERR_PEER;
+    if (running) {      /* an event ended the wait */
+        if (rank >= 0) {
+            nv_error("bootstrap: PMIx reports that rank %d ended (%s) during %s", rank,
+                     PMIx_Error_string(event), what);
+            return give_up(p, NETVM_ERR_PEER, rank, dead_rank);
+        }
+        nv_error("bootstrap: PMIx reports %s during %s: the job cannot go on", PMIx_Error_string(event), what);
+        return give_up(p, event == PMIX_ERR_LOST_CONNECTION || event == PMIX_ERR_UNREACH ? NETVM_ERR_BOOT
+                                                                                          : NETVM_ERR_PEER,
+                       -1, dead_rank);
+    }
+    /* Open MPI's mpirun ends the fence of a job one of whose processes
+     * died with "partial success", naming nobody */
+    if (fst == PMIX_ERR_PARTIAL_SUCCESS || fst == PMIX_ERR_PROC_ABORTED) {
+        nv_error("bootstrap: a process of the job ended before entering %s (PMIx fence: %s)", what,
+                 PMIx_Error_string(fst));
+        return give_up(p, NETVM_ERR_PEER, -1, dead_rank);
+    }
+    nv_error("bootstrap: PMIx fence (%s) failed: %s", what, PMIx_Error_string(fst));
+    return give_up(p, fst == PMIX_ERR_TIMEOUT ? NETVM_ERR_TIMEOUT
+                      : fst == PMIX_ERR_LOST_CONNECTION || fst == PMIX_ERR_UNREACH ? NETVM_ERR_BOOT
+                                                                                  : NETVM_ERR_PEER,
+                   -1, dead_rank);
 }
 
 /* One fence over the whole job; collect: with the data put so far. */
 static netvm_status_t fence(struct nv_boot_pmix *p, const struct nv_boot_pmix_wait *w, const char *what,
                             bool collect, int *dead_rank)
 {
-    if (p->broken) {
-        nv_error("bootstrap: an earlier PMIx collective failed midway; no other can start");
-        return NETVM_ERR_STATE;
-    }
     *dead_rank = -1;
-    pthread_mutex_lock(&p->lock);
-    if (p->failed) {
-        pthread_mutex_unlock(&p->lock);
-        return wait_fence(p, w, what, dead_rank);   /* reports the earlier failure */
+    if (p->gone != NETVM_OK) {      /* reported when it happened */
+        *dead_rank = p->gone_rank;
+        return p->gone;
     }
-    p->fence_done = 0;
+    pthread_mutex_lock(&p->lock);
+    p->running = 1;
+    p->fence_status = PMIX_SUCCESS;
     pthread_mutex_unlock(&p->lock);
+    /* fence_info lives in p: PMIx may read it until the fence calls back */
     PMIX_INFO_LOAD(&p->fence_info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
     pmix_status_t rc = PMIx_Fence_nb(NULL, 0, &p->fence_info, 1, fence_done, p);
-    netvm_status_t st;
     if (rc != PMIX_SUCCESS) {
+        pthread_mutex_lock(&p->lock);
+        p->running = 0;
+        pthread_mutex_unlock(&p->lock);
         nv_error("bootstrap: PMIx_Fence_nb (%s): %s", what, PMIx_Error_string(rc));
-        st = NETVM_ERR_BOOT;
-    } else {
-        st = wait_fence(p, w, what, dead_rank);
-        if (st == NETVM_OK && p->fence_status != PMIX_SUCCESS) {
-            nv_error("bootstrap: PMIx fence (%s) failed: %s", what, PMIx_Error_string(p->fence_status));
-            st = p->fence_status == PMIX_ERR_TIMEOUT ? NETVM_ERR_TIMEOUT
-               : p->fence_status == PMIX_ERR_LOST_CONNECTION || p->fence_status == PMIX_ERR_UNREACH
-                   ? NETVM_ERR_BOOT : NETVM_ERR_PEER;
-        }
+        return give_up(p, NETVM_ERR_BOOT, -1, dead_rank);
     }
-    return st;
+    return wait_fence(p, w, what, dead_rank);
 }
 
 /* --- put and get -------------------------------------------------------- */
@@ -227,15 +242,24 @@ static netvm_status_t put_bytes(const char *key, const void *data, size_t len)
     return NETVM_OK;
 }
 
-/* rank's value of key, exactly len bytes, into out. */
+/* rank's value of key, exactly len bytes, into out. After a fence that
+ * collected data everything is here already: look only locally, and a key
+ * that is missing (NETVM_ERR_NOTFOUND, not logged) is a rank that never put
+ * it. */
 static netvm_status_t get_bytes(struct nv_boot_pmix *p, int rank, const char *key, void *out, size_t len)
 {
     pmix_proc_t who;
     PMIX_LOAD_PROCID(&who, p->me.nspace, (pmix_rank_t)rank);
+    pmix_info_t local;
+    bool yes = true;
+    PMIX_INFO_LOAD(&local, PMIX_OPTIONAL, &yes, PMIX_BOOL);
     pmix_value_t *v = NULL;
-    pmix_status_t rc = PMIx_Get(&who, key, NULL, 0, &v);
+    pmix_status_t rc = PMIx_Get(&who, key, &local, 1, &v);
+    PMIX_INFO_DESTRUCT(&local);
     netvm_status_t st = NETVM_OK;
-    if (rc != PMIX_SUCCESS || !v) {
+    if (rc == PMIX_ERR_NOT_FOUND) {
+        st = NETVM_ERR_NOTFOUND;
+    } else if (rc != PMIX_SUCCESS || !v) {
         nv_error("bootstrap: PMIx_Get of rank %d's %s: %s", rank, key, PMIx_Error_string(rc));
         st = NETVM_ERR_BOOT;
     } else if (v->type != PMIX_BYTE_OBJECT || v->data.bo.size != len) {
@@ -305,12 +329,16 @@ netvm_status_t nv_boot_pmix_open(struct nv_boot_pmix **out, const struct nv_boot
         pmix_info_t info;
         PMIX_INFO_LOAD(&info, PMIX_EVENT_RETURN_OBJECT, p, PMIX_POINTER);
         pthread_mutex_lock(&p->lock);
-        p->fence_done = 0;
+        p->running = 1;
         pthread_mutex_unlock(&p->lock);
         rc = PMIx_Register_event_handler(NULL, 0, &info, 1, on_event, handler_registered, p);
-        if (rc == PMIX_SUCCESS) {
+        if (rc != PMIX_SUCCESS) {
             pthread_mutex_lock(&p->lock);
-            while (!p->fence_done)
+            p->running = 0;
+            pthread_mutex_unlock(&p->lock);
+        } else {
+            pthread_mutex_lock(&p->lock);
+            while (p->running)
                 pthread_cond_wait(&p->cond, &p->lock);
             rc = p->fence_status;
             pthread_mutex_unlock(&p->lock);
@@ -334,8 +362,10 @@ netvm_status_t nv_boot_pmix_open(struct nv_boot_pmix **out, const struct nv_boot
         st = fence(p, w, "the first fence", true, &dead);
     if (st == NETVM_OK && p->me.rank == 0)
         memcpy(secret, mine, sizeof mine);
-    else if (st == NETVM_OK)
-        st = get_bytes(p, 0, SECRET_KEY, secret, NV_BOOT_SECRET_LEN);
+    else if (st == NETVM_OK && (st = get_bytes(p, 0, SECRET_KEY, secret, NV_BOOT_SECRET_LEN)) == NETVM_ERR_NOTFOUND) {
+        nv_error("bootstrap: rank 0 ended before it gave the job its secret");
+        st = NETVM_ERR_PEER;
+    }
     explicit_bzero(mine, sizeof mine);
     if (st != NETVM_OK) {
         nv_boot_pmix_close(p);
@@ -358,35 +388,70 @@ void nv_boot_pmix_close(struct nv_boot_pmix *p)
     pmix_status_t rc = PMIx_Finalize(NULL, 0);
     if (rc != PMIX_SUCCESS)
         nv_debug("bootstrap: PMIx_Finalize: %s", PMIx_Error_string(rc));
-    if (p->broken)
+    pthread_mutex_lock(&p->lock);
+    int running = p->running;
+    pthread_mutex_unlock(&p->lock);
+    if (running)
         return;     /* a fence that never called back may still hold p: leave it */
     pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
 
+/* Open MPI's PMIx server drops a process that dies from the fences it has
+ * not entered yet, and the fence then completes without it: so every
+ * collective carries data, and a rank whose contribution is missing
+ * afterwards is a dead one (its slot zero-filled, NETVM_ERR_PEER). */
+static netvm_status_t gather(struct nv_boot_pmix *p, const struct nv_boot_pmix_wait *w, const char *what,
+                             const void *mine, size_t len, void *all, int *dead_rank)
+{
+    char key[32];
+    snprintf(key, sizeof key, "netvm.%u", ++p->seq);
+    netvm_status_t st = put_bytes(key, mine, len);
+    if (st == NETVM_OK)
+        st = fence(p, w, what, true, dead_rank);
+    if (st != NETVM_OK)
+        return st;
+    int missing = 0;
+    for (int r = 0; r < p->size; r++) {
+        uint8_t *slot = all ? (uint8_t *)all + (size_t)r * len : NULL;
+        netvm_status_t gst = NETVM_OK;
+        if (r == (int)p->me.rank) {
+            if (slot)
+                memmove(slot, mine, len);
+        } else {
+            uint8_t scratch[1];
+            gst = get_bytes(p, r, key, slot ? (void *)slot : scratch, len);
+        }
+        if (gst == NETVM_ERR_NOTFOUND) {
+            if (slot)
+                memset(slot, 0, len);
+            if (!missing++) {
+                *dead_rank = r;
+                nv_error("bootstrap: rank %d did not enter %s: it ended (PMIx)", r, what);
+            }
+            st = NETVM_ERR_PEER;
+        } else if (gst != NETVM_OK && st == NETVM_OK) {
+            st = gst;
+        }
+    }
+    return st;
+}
+
 netvm_status_t nv_boot_pmix_allgather(struct nv_boot_pmix *p, const struct nv_boot_pmix_wait *w,
                                       const void *mine, size_t len, void *all, int *dead_rank)
 {
-    char key[32];
-    snprintf(key, sizeof key, "netvm.ag.%u", ++p->seq);
-    netvm_status_t st = put_bytes(key, mine, len);
-    if (st == NETVM_OK)
-        st = fence(p, w, "allgather", true, dead_rank);
-    for (int r = 0; st == NETVM_OK && r < p->size; r++) {
-        uint8_t *slot = (uint8_t *)all + (size_t)r * len;
-        if (r == (int)p->me.rank)
-            memmove(slot, mine, len);
-        else
-            st = get_bytes(p, r, key, slot, len);
+    if (len == 0) {     /* PMIx holds no empty values: a barrier has the same effect */
+        return nv_boot_pmix_barrier(p, w, dead_rank);
     }
-    return st;
+    return gather(p, w, "allgather", mine, len, all, dead_rank);
 }
 
 netvm_status_t nv_boot_pmix_barrier(struct nv_boot_pmix *p, const struct nv_boot_pmix_wait *w,
                                     int *dead_rank)
 {
-    return fence(p, w, "barrier", false, dead_rank);
+    uint8_t here = 1;    /* a token: its absence is what names a dead rank */
+    return gather(p, w, "barrier", &here, 1, NULL, dead_rank);
 }
 #else
 typedef int nv_boot_pmix_is_absent;   /* ISO C wants something in a file */
