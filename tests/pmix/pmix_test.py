@@ -13,14 +13,22 @@ Cases:
                               wins over the PMIx variables it inherits
   no_server                   PMIX_RANK set but no PMIx server: a clear error,
                               never a silent job of one
+  slurm_2                     a single-node Slurm (slurmctld and slurmd from
+                              Debian's slurm-wlm, root, auth/none, in a
+                              temporary directory): srun --mpi=pmix -n 2, shm
+                              and tcp
 
 Exit 77 (skip) with the reason when mpirun is missing or the build has no
 PMIx bootstrap (`netvm info` says which)."""
 import argparse
+import glob
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 
 SKIP = 77
 
@@ -65,13 +73,103 @@ def clean_env(**extra):
 
 
 def expect_ok(cmd, env, n):
-    rc, out = run(cmd, env)
+    rc, out = run(cmd, env, timeout=120)
     if rc != 0:
         fail("exit status %d" % rc, out)
     for r in range(n):
         if "rank %d of %d ok" % (r, n) not in out:
             fail("rank %d of %d did not finish" % (r, n), out)
     print(out, end="")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SLURM_CONF = """ClusterName=netvmtest
+SlurmctldHost={host}
+SlurmctldPort={cport}
+SlurmdPort={dport}
+AuthType=auth/none
+CredType=cred/none
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+NodeName={host} CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes={host} Default=YES MaxTime=10 State=UP OverSubscribe=FORCE:4
+"""
+
+
+def slurm_case(a):
+    for prog in ("slurmctld", "slurmd", "srun", "sinfo"):
+        if not shutil.which(prog):
+            skip("%s not found (Debian: slurmctld slurmd slurm-client)" % prog)
+    if os.geteuid() != 0:
+        skip("a private slurmd must run as root")
+    if not glob.glob("/usr/lib/*/slurm*/mpi_pmix*.so") + glob.glob("/usr/lib*/slurm*/mpi_pmix*.so"):
+        skip("this Slurm has no mpi/pmix plugin (mpi_pmix.so)")
+    d = tempfile.mkdtemp(prefix="netvm-slurm-")
+    os.makedirs(d + "/state")
+    os.makedirs(d + "/spool")
+    conf = d + "/slurm.conf"
+    with open(conf, "w") as f:
+        f.write(SLURM_CONF.format(host=socket.gethostname(), cport=free_port(), dport=free_port(), d=d))
+    env = clean_env(SLURM_CONF=conf)
+    daemons = []
+    try:
+        # -D: in the foreground, children of this test, ended by their pids
+        for cmd in (["slurmctld", "-D", "-i", "-f", conf], ["slurmd", "-D", "-f", conf]):
+            daemons.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL))
+        for _ in range(300):        # until the node is up (bounded: 30 s)
+            p = subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+            if p.stdout.strip() in ("idle", "mix", "alloc"):
+                break
+            if any(x.poll() is not None for x in daemons):
+                break
+            time.sleep(0.1)
+        else:
+            p = None
+        if p is None or p.stdout.strip() not in ("idle", "mix", "alloc"):
+            logs = ""
+            for name in ("slurmctld.log", "slurmd.log"):
+                try:
+                    logs += open(os.path.join(d, name)).read()[-3000:]
+                except OSError:
+                    pass
+            fail("the private Slurm did not come up", logs)
+        for link in ("shm", "tcp"):
+            e = dict(env, NETVM_LINKS=link)
+            expect_ok(["srun", "--mpi=pmix", "-n", "2", "-t", "2", a.job, "2", link], e, 2)
+    finally:
+        for x in daemons:
+            if x.poll() is None:
+                x.terminate()
+        for x in daemons:
+            try:
+                x.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                x.kill()
+                x.wait()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def main():
@@ -98,6 +196,10 @@ def main():
             fail("the error does not name PMIx", out)
         print(out, end="")
         print("refused, as it should")
+        return
+
+    if a.case == "slurm_2":
+        slurm_case(a)
         return
 
     if not shutil.which("mpirun"):
