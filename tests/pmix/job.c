@@ -4,6 +4,10 @@
  *
  *   pmix_job SIZE LINK [launcher]      (LINK: shm, tcp, or any)
  *
+ * Each rank ends with "rank R of N ok", the link to its right neighbour
+ * and its NETVM_TCP_ADDR (what tells hosts apart in a job across network
+ * namespaces).
+ *
  * With "launcher" the job is expected to come from `netvm run` even though
  * PMIx variables are set (netvm run under mpirun: NETVM_BOOT wins).
  *
@@ -66,12 +70,13 @@ int main(int argc, char **argv)
     netvm_rseg_t *r, *zero;
     CHECK_OK(netvm_import(ctx, right, "buf", &r));
     CHECK_OK(netvm_import(ctx, 0, "buf", &zero));
-    if (size > 1 && strcmp(want_link, "any") != 0) {
-        netvm_peer_info_t info;
-        CHECK_OK(netvm_peer_info(ctx, right, &info));
-        if (!info.is_rank || strcmp(info.link, want_link) != 0)
-            FAILF("rank %d is reached over %s, wanted %s", right, info.link, want_link);
-    }
+    netvm_peer_info_t info;
+    CHECK_OK(netvm_peer_info(ctx, right, &info));
+    CHECK(info.is_rank);
+    char right_link[8];
+    snprintf(right_link, sizeof right_link, "%s", info.link);
+    if (size > 1 && strcmp(want_link, "any") != 0 && strcmp(info.link, want_link) != 0)
+        FAILF("rank %d is reached over %s, wanted %s", right, info.link, want_link);
 
     /* put, then a notification that comes after it */
     uint8_t mine[LEN];
@@ -112,6 +117,8 @@ int main(int argc, char **argv)
     CHECK_OK(netvm_barrier(ctx));
     CHECK_OK(netvm_unexport(seg));
     CHECK_OK(netvm_finalize(ctx));
-    printf("rank %d of %d ok\n", rank, size);
+    const char *addr = getenv("NETVM_TCP_ADDR");
+    printf("rank %d of %d ok, right %d over %s, tcp addr %s\n", rank, size, right, right_link,
+           addr ? addr : "(default)");
     return 0;
 }

@@ -14,6 +14,11 @@ Cases:
   no_server                   PMIX_RANK set but no PMIx server: a clear error,
                               never a silent job of one (also in a build
                               without PMIx, whose error says so)
+  netns_mpirun_4              mpirun -n 4 across two network namespaces
+                              (tests/netns/netns.py): mpirun in one, its daemon
+                              started in the other by an rsh agent that is
+                              `ip netns exec`; 2 ranks on each, shm within a
+                              host and tcp between them
   slurm_2                     a single-node Slurm (slurmctld and slurmd from
                               Debian's slurm-wlm, root, auth/none, in a
                               temporary directory): srun --mpi=pmix -n 2, shm
@@ -25,6 +30,7 @@ either build)."""
 import argparse
 import glob
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -178,6 +184,60 @@ def slurm_case(a):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def netns_case(a):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "netns"))
+    from netns import Netns, Unavailable
+    try:
+        net = Netns(hosts=2)
+    except Unavailable as e:
+        skip("network namespaces: %s" % e)
+    with net:
+        d = tempfile.mkdtemp(prefix="netvm-pmix-ns-")
+        try:
+            # mpirun's rsh launcher runs `AGENT HOST COMMAND...`: here HOST is
+            # an address, the agent runs the command in that host's namespace
+            # with NETVM_TCP_ADDR set to it (each host listens on its own)
+            agent = os.path.join(d, "agent.sh")
+            cases = " ".join("%s) ns=%s ;;" % (net.addr(k), net.names[k]) for k in range(2))
+            with open(agent, "w") as f:
+                f.write("#!/bin/sh\nhost=$1; shift\n"
+                        "case $host in %s *) echo \"agent: unknown host $host\" >&2; exit 1 ;; esac\n"
+                        "exec %s netns exec $ns env NETVM_TCP_ADDR=$host sh -c \"$*\"\n" % (cases, net.ip))
+            os.chmod(agent, 0o700)
+            cmd = mpirun(4, "--host", "%s:2,%s:2" % (net.addr(0), net.addr(1)),
+                         "--mca", "plm_rsh_agent", agent,
+                         "--mca", "oob_tcp_if_include", "10.77.0.0/16",
+                         a.job, "4", "any")
+            env = clean_env(NETVM_TCP_ADDR=net.addr(0))
+            print("$ " + " ".join(net.command(0, cmd)), flush=True)
+            try:
+                p = net.run(0, cmd, env=env, timeout=120, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, capture_output=False)
+            except subprocess.TimeoutExpired as e:
+                fail("hung: no end after 120 s", e.stdout or "")
+            out = p.stdout
+            if p.returncode != 0:
+                fail("exit status %d" % p.returncode, out)
+            ranks = {}
+            for line in out.splitlines():
+                m = re.match(r"rank (\d+) of 4 ok, right (\d+) over (\w+), tcp addr (\S+)", line)
+                if m:
+                    ranks[int(m.group(1))] = (int(m.group(2)), m.group(3), m.group(4))
+            if sorted(ranks) != [0, 1, 2, 3]:
+                fail("not every rank finished", out)
+            hosts = {r: v[2] for r, v in ranks.items()}
+            if set(hosts.values()) != {net.addr(0), net.addr(1)}:
+                fail("the job did not span both namespaces: %s" % hosts, out)
+            for r, (right, link, _) in ranks.items():
+                want = "shm" if hosts[r] == hosts[right] else "tcp"
+                if link != want:
+                    fail("rank %d reaches rank %d over %s, expected %s" % (r, right, link, want), out)
+            print(out, end="")
+            print("ranks per host: %s" % hosts)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--netvm", required=True)
@@ -210,6 +270,11 @@ def main():
 
     if a.case == "slurm_2":
         slurm_case(a)
+        return
+    if a.case == "netns_mpirun_4":
+        if not shutil.which("mpirun"):
+            skip("mpirun not found (Debian: openmpi-bin)")
+        netns_case(a)
         return
 
     if not shutil.which("mpirun"):
