@@ -189,7 +189,11 @@ static netvm_status_t wait_fence(struct nv_boot_pmix *p, const struct nv_boot_pm
                  PMIx_Error_string(fst));
         return give_up(p, NETVM_ERR_PEER, -1, dead_rank);
     }
-    nv_error("bootstrap: PMIx fence (%s) failed: %s", what, PMIx_Error_string(fst));
+    if (fst == PMIX_ERR_UNREACH || fst == PMIX_ERR_LOST_CONNECTION)
+        nv_error("bootstrap: the PMIx server (mpirun's or srun's) is gone during %s (%s)", what,
+                 PMIx_Error_string(fst));
+    else
+        nv_error("bootstrap: PMIx fence (%s) failed: %s", what, PMIx_Error_string(fst));
     return give_up(p, fst == PMIX_ERR_TIMEOUT ? NETVM_ERR_TIMEOUT
                       : fst == PMIX_ERR_LOST_CONNECTION || fst == PMIX_ERR_UNREACH ? NETVM_ERR_BOOT
                                                                                   : NETVM_ERR_PEER,

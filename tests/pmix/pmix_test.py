@@ -6,9 +6,13 @@
 Cases:
   mpirun_4_shm, mpirun_4_tcp  mpirun -n 4: RMA, atomics and notifications
                               across the 4 ranks (tests/pmix/job.c) on that link
+  mpirun_4_tcp_noprogress     the same on tcp without progress threads: a rank
+                              waiting in a fence serves its peers meanwhile
   mpirun_1                    a job of one under mpirun
   mpirun_dead_rank            rank 1 of 3 dies: the others' barrier must end
                               (NETVM_ERR_PEER), mpirun exits non-zero naming it
+  mpirun_killed               mpirun is killed (SIGKILL) while ranks wait in a
+                              barrier: their barrier fails (NETVM_ERR_BOOT)
   netvm_run_inside            `netvm run -n 2` under mpirun -n 1: NETVM_BOOT
                               wins over the PMIx variables it inherits
   no_server                   PMIX_RANK set but no PMIx server: a clear error,
@@ -92,6 +96,46 @@ def expect_ok(cmd, env, n):
         if "rank %d of %d ok" % (r, n) not in out:
             fail("rank %d of %d did not finish" % (r, n), out)
     print(out, end="")
+
+
+def killed_case(a):
+    d = tempfile.mkdtemp(prefix="netvm-pmix-killed-")
+    try:
+        cmd = mpirun(3, a.dead, "launcher", d)
+        print("$ " + " ".join(cmd), flush=True)
+        p = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        waiting = [os.path.join(d, "wait%d" % r) for r in (0, 2)]
+        for _ in range(1200):       # ranks 0 and 2 in their barrier (bounded: 120 s)
+            if all(os.path.exists(w) for w in waiting) or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        if p.poll() is not None:
+            fail("mpirun ended (%d) before the ranks waited" % p.returncode)
+        if not all(os.path.exists(w) for w in waiting):
+            p.kill()
+            fail("ranks 0 and 2 never entered their barrier")
+        p.kill()
+        p.wait()
+        results = [os.path.join(d, "result%d" % r) for r in (0, 2)]
+        for _ in range(600):        # their barrier must end (bounded: 60 s)
+            if all(os.path.exists(f) for f in results):
+                break
+            time.sleep(0.1)
+        open(os.path.join(d, "release"), "w").close()    # rank 1 leaves too
+        got = {}
+        for r, f in zip((0, 2), results):
+            try:
+                got[r] = open(f).read().strip()
+            except OSError:
+                got[r] = None
+        print("barrier after mpirun was killed: %s" % got)
+        for r, text in got.items():
+            if text is None:
+                fail("rank %d's barrier did not end within 60 s of mpirun's death" % r)
+            if "bootstrap failed" not in text:
+                fail("rank %d's barrier: %s, expected NETVM_ERR_BOOT" % (r, text))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def free_port():
@@ -284,10 +328,15 @@ def main():
         expect_ok(mpirun(4, a.job, "4", "shm", env_vars=["NETVM_LINKS=shm"]), clean_env(), 4)
     elif a.case == "mpirun_4_tcp":
         expect_ok(mpirun(4, a.job, "4", "tcp", env_vars=["NETVM_LINKS=tcp"]), clean_env(), 4)
+    elif a.case == "mpirun_4_tcp_noprogress":
+        expect_ok(mpirun(4, a.job, "4", "tcp", env_vars=["NETVM_LINKS=tcp", "NETVM_PROGRESS_THREAD=0"]),
+                  clean_env(), 4)
     elif a.case == "mpirun_1":
         expect_ok(mpirun(1, a.job, "1", "any"), clean_env(), 1)
     elif a.case == "netvm_run_inside":
         expect_ok(mpirun(1, a.netvm, "run", "-n", "2", "--", a.job, "2", "any", "launcher"), clean_env(), 2)
+    elif a.case == "mpirun_killed":
+        killed_case(a)
     elif a.case == "mpirun_dead_rank":
         rc, out = run(mpirun(3, a.dead), clean_env())
         print(out, end="")
