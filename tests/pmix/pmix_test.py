@@ -9,6 +9,9 @@ Cases:
   mpirun_4_tcp_noprogress     the same on tcp without progress threads: a rank
                               waiting in a fence serves its peers meanwhile
   mpirun_1                    a job of one under mpirun
+  boot_interface              src/boot's interface under mpirun -n 3 (job id,
+                              one secret per job, allgathers, barriers), twice:
+                              the two jobs' secrets differ
   mpirun_dead_rank            rank 1 of 3 dies: the others' barrier must end
                               (NETVM_ERR_PEER), mpirun exits non-zero naming it
   mpirun_killed               mpirun is killed (SIGKILL) while ranks wait in a
@@ -287,6 +290,7 @@ def main():
     ap.add_argument("--netvm", required=True)
     ap.add_argument("--job", required=True)
     ap.add_argument("--dead", required=True)
+    ap.add_argument("--boot", required=True)
     ap.add_argument("case")
     a = ap.parse_args()
 
@@ -335,6 +339,20 @@ def main():
         expect_ok(mpirun(1, a.job, "1", "any"), clean_env(), 1)
     elif a.case == "netvm_run_inside":
         expect_ok(mpirun(1, a.netvm, "run", "-n", "2", "--", a.job, "2", "any", "launcher"), clean_env(), 2)
+    elif a.case == "boot_interface":
+        prints = []
+        for _ in range(2):
+            rc, out = run(mpirun(3, a.boot), clean_env(), timeout=120)
+            if rc != 0 or any("rank %d of 3 ok" % r not in out for r in range(3)):
+                fail("exit status %d" % rc, out)
+            m = re.search(r"^secret ([0-9a-f]{16})$", out, re.M)
+            if not m:
+                fail("no secret fingerprint", out)
+            prints.append(m.group(1))
+            print(out, end="")
+        if prints[0] == prints[1]:
+            fail("two jobs got the same secret (%s)" % prints[0])
+        print("two jobs, two secrets: %s %s" % tuple(prints))
     elif a.case == "mpirun_killed":
         killed_case(a)
     elif a.case == "mpirun_dead_rank":
