@@ -5,8 +5,11 @@
  *
  * The fences are non-blocking calls waited for here, so that a collective
  * can run the idle hook (a process without a progress thread must serve
- * its peers meanwhile), keep a deadline, and end when PMIx reports a dead
- * process or a lost server through the event handler. */
+ * its peers meanwhile) and keep a deadline. A dead rank shows three ways,
+ * each failing the collective: the fence fails (Open MPI: "partial
+ * success"), the fence completes without the rank's contribution (see
+ * gather), or PMIx raises an event about it (on_event). A lost server fails
+ * the fence with "unreachable". */
 #ifdef NETVM_HAVE_PMIX
 #include "boot/pmix.h"
 #include "util/log.h"

@@ -9,10 +9,11 @@
  * fence, inside nv_boot_pmix_open, hands it to every rank (docs/security.md
  * says what that trusts).
  *
- * No collective waits for a dead rank: PMIx reports a process that ended or
- * a lost server as an event, which fails the waiting collective with
- * NETVM_ERR_PEER (the rank known) or NETVM_ERR_BOOT; a launcher that kills
- * the whole job instead ends the wait too.
+ * No collective waits for a dead rank: a fence that fails or completes
+ * without a rank's contribution, or a PMIx event about a process that
+ * ended, fails it with NETVM_ERR_PEER (naming the rank where PMIx lets us
+ * know it); a lost PMIx server with NETVM_ERR_BOOT; a launcher that kills
+ * the whole job ends the wait too.
  *
  * Built only where libpmix was found (NETVM_HAVE_PMIX); elsewhere
  * pmix_absent.c says so to whoever asks. */
