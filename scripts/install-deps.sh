@@ -15,6 +15,10 @@ have python3 || need+=(python3)
 have pkg-config || need+=(pkgconf)
 # ip(8): the multi-host tests build network namespaces joined by veth pairs
 have ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
+# libpmix: the PMIx bootstrap (netvm programs started by mpirun or srun --mpi=pmix);
+# mpirun for its tests (tests/pmix; the Slurm one also wants slurmctld, slurmd)
+pkg-config --exists pmix 2>/dev/null || need+=(libpmix-dev pkg-config)
+have mpirun || need+=(openmpi-bin)
 # clang with libFuzzer: the fuzz targets of every wire decoder
 have clang || need+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-14-dev)

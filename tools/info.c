@@ -1,6 +1,7 @@
 /* netvm info: what this build is, which links it has and when each is
  * chosen, and every NETVM_* variable with the value in force. */
 #include "commands.h"
+#include "boot/pmix.h"
 #include "link/shm/shm.h"
 #include "link/tcp/tcp.h"
 #include "util/config.h"
@@ -78,6 +79,12 @@ int nv_cmd_info(int argc, char **argv)
            !strcasecmp(mode, "tcp") ? " and, with NETVM_LINKS=tcp, every other peer" : "",
            !strcasecmp(mode, "shm") ? " Disabled by NETVM_LINKS=shm." : "");
     printf("  With NETVM_LOG=info every process logs the link it chose for each rank, and why.\n\n");
+    const char *pmix = nv_boot_pmix_library();
+    printf("bootstrap: `netvm run` (NETVM_BOOT), a job of one without it, and\n");
+    if (pmix)
+        printf("  PMIx (libpmix %s): processes started by mpirun or srun --mpi=pmix (docs/launcher.md)\n\n", pmix);
+    else
+        printf("  PMIx: absent (built without libpmix-dev); mpirun and srun cannot start netvm programs\n\n");
     print_caps();
     print_limits();
     printf("configuration (environment):\n");

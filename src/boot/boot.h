@@ -4,7 +4,10 @@
  * address, "unix:PATH"). In a job across hosts a process still talks only
  * to the launcher of its own host, which relays its collectives to node 0's
  * (src/boot/server.h); ranks and size are the job's, global. A process
- * started without a launcher is a job of one (rank 0, size 1).
+ * that a PMIx server started (mpirun, srun --mpi=pmix: PMIX_RANK and
+ * PMIX_NAMESPACE set, NETVM_BOOT not) bootstraps through PMIx instead
+ * (src/boot/pmix.h). A process started without a launcher is a job of one
+ * (rank 0, size 1).
  *
  * The collectives are the PMI shape: allgather of fixed-size "business cards"
  * and a barrier. They never hang on a dead rank: the launcher sees the rank's
@@ -21,7 +24,8 @@ typedef struct nv_boot nv_boot_t;
 
 #define NV_BOOT_SECRET_LEN 32   /* bytes; NETVM_SECRET carries them as 64 hex digits */
 
-/* addr NULL: take NETVM_BOOT from the environment (unset: singleton).
+/* addr NULL: take NETVM_BOOT from the environment (unset: PMIx if a PMIx
+ * server started this process, else singleton).
  * timeout_ms bounds every wait on the launcher, collectives included
  * (NETVM_ERR_TIMEOUT; the handle is unusable afterwards); 0 means
  * NETVM_TIMEOUT, a negative value waits without bound (a dead rank or a

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE   /* SO_PEERCRED, struct ucred */
 #include "boot/boot.h"
 #include "boot/io.h"
+#include "boot/pmix.h"
 #include "boot/secret.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -28,7 +29,8 @@
 struct nv_boot {
     int      rank;
     int      size;
-    int      fd;            /* -1: a singleton, collectives are local */
+    int      fd;            /* -1: a singleton or PMIx, no launcher socket */
+    struct nv_boot_pmix *pmix;  /* started by a PMIx server (pmix.h): collectives are fences */
     int      timeout_ms;    /* < 0: waits are unbounded */
     uint32_t seq;           /* collectives entered so far */
     int      broken;        /* a timeout or protocol error left the stream out of step */
@@ -272,6 +274,17 @@ static netvm_status_t open_singleton(nv_boot_t *b)
     return NETVM_OK;
 }
 
+static struct nv_boot_pmix_wait pmix_wait(const nv_boot_t *b)
+{
+    return (struct nv_boot_pmix_wait){ .timeout_ms = b->timeout_ms, .idle = b->idle, .idle_arg = b->idle_arg };
+}
+
+static netvm_status_t open_pmix(nv_boot_t *b)
+{
+    struct nv_boot_pmix_wait w = pmix_wait(b);
+    return nv_boot_pmix_open(&b->pmix, &w, &b->rank, &b->size, b->job_id, b->secret);
+}
+
 static netvm_status_t open_member(nv_boot_t *b, const char *addr)
 {
     netvm_status_t st;
@@ -300,13 +313,16 @@ netvm_status_t nv_boot_open(nv_boot_t **boot, const char *addr, int timeout_ms)
     b->timeout_ms = timeout_ms ? timeout_ms : (int)nv_config_long("NETVM_TIMEOUT", 1, 86400000);
     if (!addr)
         addr = getenv("NETVM_BOOT");
-    netvm_status_t st = addr && *addr ? open_member(b, addr) : open_singleton(b);
+    /* the netvm launcher first: a `netvm run` under mpirun is its own job */
+    netvm_status_t st = addr && *addr           ? open_member(b, addr)
+                        : nv_boot_pmix_started() ? open_pmix(b)
+                                                 : open_singleton(b);
     if (st != NETVM_OK) {
         b->broken = 1;      /* no BYE from a process that never joined */
         nv_boot_close(b);
         return st;
     }
-    nv_debug("bootstrap: rank %d of %d, job %s", b->rank, b->size, b->job_id);
+    nv_debug("bootstrap: rank %d of %d, job %s%s", b->rank, b->size, b->job_id, b->pmix ? " (PMIx)" : "");
     *boot = b;
     return NETVM_OK;
 }
@@ -323,6 +339,7 @@ void nv_boot_close(nv_boot_t *b)
         }
         close(b->fd);
     }
+    nv_boot_pmix_close(b->pmix);
     explicit_bzero(b->secret, sizeof b->secret);
     free(b);
 }
@@ -379,6 +396,10 @@ netvm_status_t nv_boot_allgather(nv_boot_t *b, const void *mine, size_t len, voi
     if (!b || (len && (!mine || !all)))
         return NETVM_ERR_INVAL;
     b->dead_rank = -1;
+    if (b->pmix) {
+        struct nv_boot_pmix_wait w = pmix_wait(b);
+        return nv_boot_pmix_allgather(b->pmix, &w, mine, len, all, &b->dead_rank);
+    }
     if (b->fd < 0) {
         if (len)
             memmove(all, mine, len);
@@ -424,6 +445,10 @@ netvm_status_t nv_boot_barrier(nv_boot_t *b)
     if (!b)
         return NETVM_ERR_INVAL;
     b->dead_rank = -1;
+    if (b->pmix) {
+        struct nv_boot_pmix_wait w = pmix_wait(b);
+        return nv_boot_pmix_barrier(b->pmix, &w, &b->dead_rank);
+    }
     if (b->fd < 0)
         return NETVM_OK;
     struct nv_boot_msg req = { .type = NV_BOOT_MSG_BARRIER };
