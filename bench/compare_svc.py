@@ -16,9 +16,9 @@ Columns (each measured --runs times, interleaved, medians kept):
             one way) and the raw stream (put_bw 1 MiB)
   ucx       ucx_perftest: ucp_am_lat (0 B, doubled: it reports one way) and
             ucp_am_bw (8 B, 64 outstanding: the message rate)
-  oshmem    bench/peers/oshmem_bench.c --metrics lock_lat,lock_handoff:
-            shmem_set_lock + shmem_clear_lock uncontended, and the hand-off
-            of a contended lock
+  oshmem    bench/peers/oshmem_bench.c --metrics lock_lat,lock_handoff
+            --target poll: shmem_set_lock + shmem_clear_lock uncontended, and
+            both PEs looping over them (time per acquisition)
 
 Rows with a target (DESIGN.md section 5, issue 9):
   rpc_lat 0       <= 1.2x the raw round trip, and faster than UCX's AM round trip
@@ -54,14 +54,15 @@ def svc_rows(link):
         ("rpc_cont_bw", 8192, "MB/s", {raw: stream}, None, ("bw", 0.8)),
         ("msg_lat", 8, "us", {raw: one_way}, None, ("lat", 1.2)),
         ("msg_rate", 8, "Mops", {"ucx": ("notify_rate", 8, 1.0)}, None, ("rate", 1.0)),
-        ("lock_lat", 8, "us", {"oshmem": ("lock_lat", 8, 1.0)}, ("fadd_lat", 8), ("lock", 2.5)),
-        ("lock_handoff", 8, "us", {raw: one_way, "oshmem": ("lock_handoff", 8, 1.0)}, None,
+        ("lock_lat", 1, "us", {"oshmem": ("lock_lat", 8, 1.0)}, ("fadd_lat", 8), ("lock", 2.5)),
+        ("lock_handoff", 2, "us", {raw: one_way, "oshmem": ("lock_handoff", 8, 1.0)}, None,
          ("handoff", 1.0)),
     ]
 
 
-# the benchmark programs: (name pattern in the build's bench/ folder, ranks)
-SVC_PROGRAMS = [("msg", 2), ("rpc", 3), ("sync", 2), ("chan", 4)]
+# the benchmark programs: (part, ranks); rpc_bench measures 2-way calls
+# with 2 ranks and delegated 3-way ones with 3
+SVC_PROGRAMS = [("msg", 2), ("rpc", 2), ("rpc", 3), ("sync", 3), ("chan", 4)]
 OSHMEM_LOCK_METRICS = [("lock_lat", "us", "one"), ("lock_handoff", "us", "one")]
 
 
@@ -72,7 +73,7 @@ def find_program(c, args, part):
         builds.append(os.path.dirname(os.path.dirname(os.path.abspath(args.netvm))))
     builds.append(os.path.join(c.ROOT, "build"))
     for b in builds:
-        for pat in ("netvm_bench_%s" % part, "%s_bench" % part, "bench_%s" % part):
+        for pat in ("netvm_%s_bench" % part, "%s_bench" % part, "netvm_bench_%s" % part):
             for p in glob.glob(os.path.join(b, "bench", "**", pat), recursive=True):
                 if os.path.isfile(p) and os.access(p, os.X_OK):
                     return p
@@ -120,7 +121,7 @@ class NetvmServices:
         if self.args.link == "tcp":
             env["NETVM_LINKS"] = "tcp"
         for part, prog, n in self.programs:
-            out = os.path.join(self.ctx.workdir, "svc-%s.json" % part)
+            out = os.path.join(self.ctx.workdir, "svc-%s-%d.json" % (part, n))
             if os.path.exists(out):
                 os.unlink(out)
             cmd = [self.args.netvm, "run", "-n", str(n), "--timeout", str(self.ctx.timeout), "--",
@@ -150,9 +151,14 @@ def ucx_services(c, ctx):
 
 
 def oshmem_locks(c, osh):
+    for m, unit, _ in OSHMEM_LOCK_METRICS:
+        c.UNITS.setdefault(m, unit)   # rows its parser accepts
     if osh.binary is None:
         osh.build()
-    cmd = c.oshrun_cmd(osh.binary) + ["--min-ms", "%g" % osh.ctx.min_ms,
+    # OpenSHMEM's lock needs the other PE's progress (it hung with PE 1
+    # asleep in shmem_int_test): PE 1 polls on both links
+    cmd = [a for a in c.oshrun_cmd(osh.binary) if a not in ("--target", "poll")]
+    cmd = cmd + ["--target", "poll", "--min-ms", "%g" % osh.ctx.min_ms,
                                       "--metrics", ",".join(m for m, _, _ in OSHMEM_LOCK_METRICS)]
     rc, so, se = c.run(cmd, osh.ctx.timeout, env=c.oshmem_env())
     try:

@@ -13,6 +13,13 @@
  *   add_rate  windows of 64 shmem_atomic_add, shmem_quiet each.  Mops.
  *   put_rate  windows of 64 shmem_putmem_nbi of 8 bytes to consecutive
  *             words, shmem_quiet each.  Mops.
+ *   lock_lat  (only with --metrics) shmem_set_lock + shmem_clear_lock by PE 0
+ *             alone, time per pair.
+ *   lock_handoff  (only with --metrics) both PEs loop over shmem_set_lock +
+ *             shmem_clear_lock on one lock; time per acquisition (2n
+ *             acquisitions). OpenSHMEM cannot tell a holder that a successor
+ *             waits, so unlike netvm's row (sync_bench) not every release
+ *             need be a hand-off.
  *   putsig_lat  put with signal, the three-step pattern of OpenSHMEM 1.4
  *             (Open MPI 4.1 has no shmem_put_signal): ping-pong of
  *             shmem_putmem of 8 B data + shmem_fence + shmem_put64 of the
@@ -48,7 +55,8 @@
 #include <unistd.h>
 
 enum { OP_PUT_LAT, OP_GET_LAT, OP_FADD_LAT, OP_PUT_BW, OP_GET_BW, OP_ADD_RATE, OP_PUT_RATE,
-       OP_PUTSIG_LAT, OP_COUNT };
+       OP_PUTSIG_LAT, OP_LOCK_LAT, OP_LOCK_HANDOFF, OP_COUNT };
+#define OP_DEFAULT_COUNT OP_LOCK_LAT   /* the lock rows only when asked for */
 
 static const struct {
     const char *name, *unit;
@@ -58,6 +66,8 @@ static const struct {
     [OP_PUT_LAT]  = { "put_lat",  "us",   1,  0 },
     [OP_GET_LAT]  = { "get_lat",  "us",   1,  0 },
     [OP_FADD_LAT] = { "fadd_lat", "us",   1,  0 },
+    [OP_LOCK_LAT] = { "lock_lat", "us",   1,  0 },
+    [OP_LOCK_HANDOFF] = { "lock_handoff", "us", 1, 0 },
     [OP_PUT_BW]   = { "put_bw",   "MB/s", 32, 1 },
     [OP_GET_BW]   = { "get_bw",   "MB/s", 32, 1 },
     [OP_ADD_RATE] = { "add_rate", "Mops", 64, 0 },
@@ -133,6 +143,16 @@ static void putsig_pingpong(uint64_t n, uint64_t seq, int initiator)
     }
 }
 
+static long lockvar;   /* symmetric: the lock of the lock rows */
+
+static void lock_loop(uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        shmem_set_lock(&lockvar);
+        shmem_clear_lock(&lockvar);
+    }
+}
+
 static void pingpong(size_t s, uint64_t n, uint64_t seq, int initiator)
 {
     int peer = 1 - me;
@@ -159,7 +179,7 @@ static double run_batch(int op, size_t s, uint64_t n)
 {
     double t0, t1;
     unsigned w = ops[op].window;
-    if (op == OP_PUT_LAT || op == OP_PUTSIG_LAT) {
+    if (op == OP_PUT_LAT || op == OP_PUTSIG_LAT || op == OP_LOCK_HANDOFF) {
         long cmd[4] = { op, (long)s, (long)n, (long)seq_next };
         memset(buf, 0, s);
         memset(scratch, 0, s);
@@ -171,6 +191,8 @@ static double run_batch(int op, size_t s, uint64_t n)
         t0 = now();
         if (op == OP_PUTSIG_LAT)
             putsig_pingpong(n, seq_next, 1);
+        else if (op == OP_LOCK_HANDOFF)
+            lock_loop(n);
         else
             pingpong(s, n, seq_next, 1);
         t1 = now();
@@ -185,6 +207,9 @@ static double run_batch(int op, size_t s, uint64_t n)
             shmem_getmem(scratch, buf, s, 1);
             barrier();
         }
+        break;
+    case OP_LOCK_LAT:
+        lock_loop(n);
         break;
     case OP_FADD_LAT: {
         unsigned long acc = 0;
@@ -255,7 +280,7 @@ static void measure(int op, size_t s, double min_s)
         v = (double)n / t / 1e6;
     printf("{\"metric\":\"%s\",\"size\":%zu,\"unit\":\"%s\",\"value\":%.9g,"
            "\"iters\":%llu,\"seconds\":%.6f}\n", ops[op].name, s, ops[op].unit, v,
-           (unsigned long long)n, op == OP_PUT_LAT || op == OP_PUTSIG_LAT ? 2 * t : t);
+           (unsigned long long)n, op == OP_PUT_LAT || op == OP_PUTSIG_LAT || op == OP_LOCK_HANDOFF ? 2 * t : t);
     fflush(stdout);
     rows++;
 }
@@ -275,6 +300,8 @@ static void serve(void)
         shmem_quiet();
         if (ctl_cmd[0] == OP_PUTSIG_LAT)
             putsig_pingpong((uint64_t)ctl_cmd[2], (uint64_t)ctl_cmd[3], 0);
+        else if (ctl_cmd[0] == OP_LOCK_HANDOFF)
+            lock_loop((uint64_t)ctl_cmd[2]);
         else
             pingpong((size_t)ctl_cmd[1], (uint64_t)ctl_cmd[2], (uint64_t)ctl_cmd[3], 0);
         shmem_int_p(&ctl_ack, 2 * k, 0);
@@ -306,7 +333,7 @@ int main(int argc, char **argv)
     int want[OP_COUNT];
     nlat = parse_sizes("8,64,512,4096,32768,262144,1048576,4194304", lat, 32);
     nbw  = parse_sizes("65536,1048576,4194304", bw, 32);
-    for (int i = 0; i < OP_COUNT; i++) want[i] = 1;
+    for (int i = 0; i < OP_COUNT; i++) want[i] = i < OP_DEFAULT_COUNT;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "--min-ms")) min_ms = atof(v);
@@ -360,7 +387,8 @@ int main(int argc, char **argv)
         double min_s = min_ms / 1e3;
         for (int op = 0; op < OP_COUNT; op++) {
             if (!want[op]) continue;
-            if (op == OP_FADD_LAT || op == OP_ADD_RATE || op == OP_PUT_RATE || op == OP_PUTSIG_LAT) {
+            if (op == OP_FADD_LAT || op == OP_ADD_RATE || op == OP_PUT_RATE || op == OP_PUTSIG_LAT ||
+                op == OP_LOCK_LAT || op == OP_LOCK_HANDOFF) {
                 measure(op, 8, min_s);
                 continue;
             }
