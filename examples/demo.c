@@ -4,9 +4,13 @@
  * netvm_alloc_shared buffer (mapped by the peers: loads, stores, CPU
  * atomics). Then: a ring of puts and gets, a shared counter every rank
  * increments with fetch-add, a compare-and-swap lock, the latencies seen
- * on each path, and a token passed round the ranks with tripwires waking
- * each receiver. */
+ * on each path, a token passed round the ranks with tripwires waking
+ * each receiver, and the services: an RPC to the next rank and one
+ * delegated round the ring, mailbox messages, and a queue lock. */
 #include <netvm/netvm.h>
+#include <netvm/msg.h>
+#include <netvm/rpc.h>
+#include <netvm/sync.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +127,105 @@ static void token_ring(netvm_ctx_t *ctx, int size)
     free(mb);
 }
 
+/* The services' part. */
+enum { OP_SUM = 1, OP_HOP = 2 };
+
+/* OP_SUM: the sum of the payload's bytes, and the payload reversed */
+static int proc_sum(netvm_ctx_t *ctx, netvm_rpc_call_t *c, void *arg)
+{
+    (void)arg;
+    const uint8_t *in = c->payload;
+    uint8_t rev[4096];
+    uint64_t sum = 0;
+    for (size_t i = 0; i < c->len && i < sizeof rev; i++) {
+        sum += in[i];
+        rev[c->len - 1 - i] = in[i];
+    }
+    netvm_rpc_reply(ctx, &c->token, NETVM_OK, &sum, 1, rev, c->len);
+    return NETVM_RPC_DONE;
+}
+
+/* OP_HOP: pass the call on round the ring; the rank before the caller
+ * answers it directly (args[0]: the caller) */
+static int proc_hop(netvm_ctx_t *ctx, netvm_rpc_call_t *c, void *arg)
+{
+    (void)arg;
+    int size = netvm_size(ctx), next = (rank + 1) % size;
+    uint64_t hops = c->args[1] + 1;
+    if (next == (int)c->args[0]) {
+        netvm_rpc_reply(ctx, &c->token, NETVM_OK, &hops, 1, NULL, 0);
+        return NETVM_RPC_DONE;
+    }
+    uint64_t a[2] = { c->args[0], hops };
+    netvm_rpc_delegate(ctx, c, next, OP_HOP, a, 2, NULL, 0);
+    return NETVM_RPC_DONE;
+}
+
+static void services(netvm_ctx_t *ctx, int size, netvm_rseg_t *counter, uint64_t *shared)
+{
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    /* an RPC to the right: 4 KiB out, the checksum and the bytes reversed back */
+    uint8_t out[4096], back[4096];
+    for (size_t i = 0; i < sizeof out; i++)
+        out[i] = (uint8_t)(i * 7 + rank);
+    netvm_rpc_result_t res;
+    uint64_t want = 0;
+    for (size_t i = 0; i < sizeof out; i++)
+        want += out[i];
+    TRY(netvm_rpc_call(ctx, right, OP_SUM, NULL, 0, out, sizeof out, back, sizeof back, 0, &res));
+    int ok = res.nargs == 1 && res.args[0] == want && res.len == sizeof back;
+    for (size_t i = 0; ok && i < sizeof out; i++)
+        ok = back[i] == out[sizeof out - 1 - i];
+    /* a call delegated round the ring: answered by the rank left of us */
+    uint64_t a[2] = { (uint64_t)rank, 0 };
+    TRY(netvm_rpc_call(ctx, right, OP_HOP, a, 2, NULL, 0, NULL, 0, 0, &res));
+    int hop_ok = res.peer == (size > 1 ? left : rank) && res.args[0] == (uint64_t)(size > 1 ? size - 1 : 1);
+    /* mailbox messages: 100 tagged messages to the right, from the left */
+    for (uint64_t i = 0; i < 100; i++) {
+        uint64_t m = i * 1000 + (uint64_t)rank;
+        TRY(netvm_msg_send(ctx, right, i % 3, &m, sizeof m));
+    }
+    int msg_ok = 1;
+    for (uint64_t i = 0; i < 100; i++) {
+        uint64_t m = 0;
+        netvm_msg_info_t info;
+        TRY(netvm_msg_recv(ctx, left, i % 3, &m, sizeof m, &info, -1));
+        msg_ok &= m == i * 1000 + (uint64_t)left && info.source == left;
+    }
+    /* a queue lock (MCS) homed at rank 0 guarding a plain get/put counter */
+    netvm_lock_t *lock;
+    if (rank == 0)
+        TRY(netvm_lock_create(ctx, "demo", &lock));
+    TRY(netvm_barrier(ctx));
+    if (rank != 0)
+        TRY(netvm_lock_open(ctx, 0, "demo", &lock));
+    for (int i = 0; i < 100; i++) {
+        TRY(netvm_lock_acquire(lock));
+        uint64_t v;
+        TRY(netvm_get(ctx, &v, counter, 200, 8, 0));
+        v++;
+        TRY(netvm_put(ctx, counter, 200, &v, 8, 0));
+        TRY(netvm_lock_release(lock));
+    }
+    TRY(netvm_barrier(ctx));
+    for (int r = 0; r < size; r++) {
+        if (r == rank)
+            printf("rank %d: rpc to rank %d (4 KiB, checksum and reply verified): %s; call delegated "
+                   "round the ring, answered by rank %d: %s; 100 messages from rank %d: %s\n", rank, right,
+                   ok ? "ok" : "WRONG", res.peer, hop_ok ? "ok" : "WRONG", left, msg_ok ? "ok" : "WRONG");
+        TRY(netvm_barrier(ctx));
+    }
+    if (rank == 0)
+        printf("queue-lock-protected counter after %d ranks x 100 increments: %llu (expected %d)\n", size,
+               (unsigned long long)shared[25], size * 100);
+    TRY(netvm_barrier(ctx));
+    if (rank != 0)
+        TRY(netvm_lock_close(lock));
+    TRY(netvm_barrier(ctx));
+    if (rank == 0)
+        TRY(netvm_lock_close(lock));
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* lines leave in the order the barriers allow */
@@ -130,6 +233,9 @@ int main(void)
     TRY(netvm_init(&ctx, NULL));
     rank = netvm_rank(ctx);
     int size = netvm_size(ctx), right = (rank + 1) % size;
+    /* procedures before the barrier that lets peers call them */
+    TRY(netvm_rpc_register(ctx, OP_SUM, proc_sum, NULL));
+    TRY(netvm_rpc_register(ctx, OP_HOP, proc_hop, NULL));
     if (rank == 0)
         printf("netvm demo: %d ranks on this machine\n\n", size);
 
@@ -199,6 +305,11 @@ int main(void)
     }
     /* 5. tripwire-synchronised messaging: a token passed round the ring */
     token_ring(ctx, size);
+    /* 6. the services: RPC, delegated RPC, mailbox messages, a queue lock */
+    if (rank == 0)
+        printf("\n");
+    TRY(netvm_barrier(ctx));
+    services(ctx, size, counter, shared);
 
     free(out);
     free(back);

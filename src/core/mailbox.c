@@ -290,7 +290,7 @@ static int on_message(netvm_ctx_t *ctx, netvm_am_msg_t *msg, void *arg)
 
 netvm_status_t nv_msg_init(netvm_ctx_t *ctx)
 {
-    return nv_svc_register(ctx, 0, on_message, NULL);
+    return nv_svc_register(ctx, NV_SVC_MSG + 0, on_message, NULL);
 }
 
 /* --- sending --------------------------------------------------------------------- */

@@ -11,6 +11,11 @@ netvm_status_t nv_svc_register(netvm_ctx_t *ctx, unsigned k, netvm_am_handler_fn
 {
     if (!ctx || k >= NV_SVC_NIDS)
         return NETVM_ERR_INVAL;
+    /* two services on one id would take each other's messages: the
+     * second is refused, not swapped in */
+    netvm_am_handler_fn cur = __atomic_load_n(&ctx->am[nv_svc_am_id(k)].fn, __ATOMIC_ACQUIRE);
+    if (fn && cur && cur != fn)
+        return NETVM_ERR_EXISTS;
     return nv_am_register_id(ctx, nv_svc_am_id(k), fn, arg);
 }
 

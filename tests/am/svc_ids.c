@@ -30,6 +30,12 @@ static int svc_handler(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
     return NETVM_AM_DONE;
 }
 
+static int stray_handler(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
+{
+    (void)ctx; (void)m; (void)arg;
+    FAILF("the stray handler ran");
+}
+
 static int done_oneway(void) { return atomic_load(&oneway) > 0; }
 
 int main(void)
@@ -39,6 +45,10 @@ int main(void)
     int me = netvm_rank(ctx), n = netvm_size(ctx);
     check_rank = me;
     CHECK_ST(nv_svc_register(ctx, NV_SVC_NIDS, svc_handler, &oneway), NETVM_ERR_INVAL);
+    CHECK_OK(nv_svc_register(ctx, 3, svc_handler, &oneway));
+    /* a second service on the same id is refused (it would take the
+     * first one's messages); the same handler again is fine */
+    CHECK_ST(nv_svc_register(ctx, 3, stray_handler, NULL), NETVM_ERR_EXISTS);
     CHECK_OK(nv_svc_register(ctx, 3, svc_handler, &oneway));
     /* the public calls do not reach a service's ids */
     CHECK_ST(netvm_am_register(ctx, nv_svc_am_id(3), svc_handler, NULL), NETVM_ERR_INVAL);

@@ -3,13 +3,15 @@
 #ifndef NV_SVC_RPC_INT_H
 #define NV_SVC_RPC_INT_H
 
+#include "core/svc.h"
 #include <netvm/rpc.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-/* Service handler ids (NV_SVC_RPC + k). */
-enum { NV_RPC_K_CALL = 0 };
+/* Service handler ids: RPC's range of core/svc.h (NV_SVC_RPC + k); the
+ * mailbox owns 0-3, so a bare k would take its messages. */
+enum { NV_RPC_K_CALL = NV_SVC_RPC + 0 };
 
 /* Calls this process delegated and still watches (a ring: the oldest is
  * overwritten when full, the caller's timeout then being the last resort). */
