@@ -106,7 +106,7 @@ awk '/^## A minimal program/ { on = 1 } on && /^```c/ { code = 1; next } code &&
   "$src/README.md" >"$work/hello.c"
 [ -s "$work/hello.c" ] || fail "no C block under '## A minimal program' in README.md"
 # the README's lines, with its build/ and include paths made absolute
-$cc $san "$work/hello.c" -I"$src/include" "$build/libnetvm.a" -lcrypto -lpthread -o "$work/hello_tree"
+$cc $san "$work/hello.c" -I"$src/include" -L"$build" -lnetvm -Wl,-rpath,"$build" -o "$work/hello_tree"
 # shellcheck disable=SC2046
 $cc $san "$work/hello.c" $(pkg-config --cflags --libs netvm) -o "$work/hello"
 for h in hello_tree hello; do
