@@ -106,6 +106,10 @@ static int check_value(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg
 int main(int argc, char **argv)
 {
     int keys = argc > 1 ? atoi(argv[1]) : 100;
+    if (keys < 1 || keys > 1000000) {
+        fprintf(stderr, "rpc_kv: keys must be 1 to 1000000\n");
+        return 2;
+    }
     netvm_ctx_t *ctx;
     netvm_status_t st = netvm_init(&ctx, NULL);
     if (st != NETVM_OK) {
