@@ -25,7 +25,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_MSG_MAX",        "4096",  "largest mailbox message in bytes (netvm_msg_send; use the same value everywhere)" },
     { "NETVM_MSG_SLOTS",      "256",   "messages a mailbox holds; further ones wait at their senders" },
     { "NETVM_MSG_EVENTS",     "0",     "1: every message that lands in the mailbox posts NETVM_EV_MESSAGE" },
-    { "NETVM_SHM_EAGER",      "2048",  "active-message payloads up to this many bytes travel through the shm ring; larger ones are copied once by the receiver" },
+    { "NETVM_SHM_EAGER",      "16384", "active-message payloads up to this many bytes travel through the shm ring; larger ones are copied once by the receiver" },
     { "NETVM_POLL_LEASE_US",  "2000",  "us after its last call an application thread that polls keeps the sockets before the progress thread takes them back" },
     { "NETVM_ACK_DELAY_US",   "2000",  "us an acknowledgement may wait for a polling application thread's next frame once that thread stops calling (tcp)" },
     { "NETVM_LISTEN_MAX_PEERS", "1024", "peers a listener admits at once when netvm_listen does not say" },

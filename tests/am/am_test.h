@@ -91,7 +91,7 @@ static inline size_t amt_eager(netvm_ctx_t *ctx, int peer, int *is_tcp)
     int tcp = strcmp(pi.link, "tcp") == 0;
     if (is_tcp)
         *is_tcp = tcp;
-    return tcp ? AMT_TCP_EAGER : (size_t)amt_env("NETVM_SHM_EAGER", 2048);
+    return tcp ? AMT_TCP_EAGER : (size_t)amt_env("NETVM_SHM_EAGER", 16384);
 }
 
 /* Serve until cond holds; a hang (far beyond any normal run, sanitizers

@@ -170,7 +170,7 @@ int main(void)
     CHECK_OK(netvm_am_register(ctx, H_STASH, on_stash, NULL));
     CHECK_OK(netvm_am_register(ctx, H_TOKEN, on_token, NULL));
     CHECK_OK(netvm_barrier(ctx));
-    size_t e = (size_t)amt_env("NETVM_SHM_EAGER", 2048);
+    size_t e = (size_t)amt_env("NETVM_SHM_EAGER", 16384);
     size_t qs[] = { 0, 100, e + 1, 1u << 20 };
     size_t rs[] = { 0, 8, e + 1, AMT_TCP_EAGER + 1, 1u << 20 };
     int nq = sizeof qs / sizeof qs[0], nr = sizeof rs / sizeof rs[0];

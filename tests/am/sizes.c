@@ -367,7 +367,7 @@ int main(void)
     CHECK_OK(netvm_init(&ctx, NULL));
     int rank = check_rank = netvm_rank(ctx);
     CHECK(netvm_size(ctx) == 2);
-    shm_eager = (size_t)amt_env("NETVM_SHM_EAGER", 2048);
+    shm_eager = (size_t)amt_env("NETVM_SHM_EAGER", 16384);
     size_t base[] = { 0, 1, 8, shm_eager ? shm_eager - 1 : 2, shm_eager, shm_eager + 1, 16 * 1024 + 1, 40000,
                       AMT_TCP_EAGER - 1, AMT_TCP_EAGER, AMT_TCP_EAGER + 1, 64 * 1024, 1u << 20, 16u << 20 };
     for (unsigned i = 0; i < sizeof base / sizeof base[0]; i++)

@@ -139,8 +139,8 @@ static void build_table(void)
                 add(k, P_OUT, ssz[s], 0, P_IN, op);
                 add(k, P_IN, ssz[s], 0, P_OUT, op);
             }
-    /* payloads: eager everywhere; beyond shm's eager size (2048), beyond
-     * tcp's (63 KiB). A request carries only an eager payload: see
+    /* payloads: eager everywhere (1000; 4096 eager on shm, whose eager
+     * size is 16 KiB); beyond both links' eager sizes (100 KiB, 1 MiB). A request carries only an eager payload: see
      * am_large_request.c for why. */
     static const size_t asz[] = { 1000, 4096, 100 * KiB, MiB };
     for (int s = 0; s < 4; s++)
