@@ -278,16 +278,20 @@ def compare_services(c, args, peers, workdir):
     samples = {col: [] for col in runners}
     order = list(runners)
     t0 = time.time()
-    for i in range(args.runs):
-        rot = order[i % len(order):] + order[:i % len(order)] if order else []
-        for col in rot:
-            machine.wait_ready()
-            try:
-                samples[col].append(runners[col]())
-                c.log("compare: run %d/%d %s done" % (i + 1, args.runs, col))
-            except c.PeerError as e:
-                fail(col, "run %d: %s" % (i + 1, e))
-            c.reap_orphans()
+    rots = [order[i % len(order):] + order[:i % len(order)] if order else [] for i in range(args.runs)]
+    with c.Progress([col for rot in rots for col in rot]) as progress:
+        for i, rot in enumerate(rots):
+            for col in rot:
+                progress.begin("run %d/%d" % (i + 1, args.runs), col)
+                machine.wait_ready()
+                started = time.time()
+                try:
+                    samples[col].append(runners[col]())
+                    c.log("compare: run %d/%d %s done" % (i + 1, args.runs, col))
+                except c.PeerError as e:
+                    fail(col, "run %d: %s" % (i + 1, e))
+                c.reap_orphans()
+                progress.end(col, time.time() - started)
 
     def med(col, key):
         vs = [s[key] for s in samples.get(col, []) if key in s]
