@@ -25,6 +25,8 @@ MISSING = ("--plot needs matplotlib, which this python3 (%s) cannot import (%s).
 
 # the families of rows drawn as lines against the message size
 LINE_FAMILIES = [("latency", ["put_lat", "get_lat"]), ("bandwidth", ["put_bw", "get_bw"])]
+# the peers in the tables' order: raw first, then the libraries
+PEER_ORDER = ["memcpy", "process_vm", "tcp_poll", "tcp_sleep", "eventfd", "ucx", "oshmem"]
 # a fixed colour per column, so that a peer looks the same in every figure
 COLOURS = {
     "netvm": "#1f3a93", "netvm_sleep": "#6c8ebf", "netvm_put": "#8e44ad", "netvm ref": "#8e44ad",
@@ -114,6 +116,7 @@ def bar_groups(rows, columns):
         vals = {col: column_value(r, col) for col in columns}
         vals = {col: v for col, v in vals.items() if v is not None}
         label = r["metric"] if r.get("size") in (0, 8) else "%s %s" % (r["metric"], size_text(r["size"]))
+        label = label.replace("_cma", "\n(CMA path)")   # long names overlap their neighbours
         groups.append((label, r["unit"], vals))
     return groups
 
@@ -121,12 +124,9 @@ def bar_groups(rows, columns):
 def bar_columns(rows, first):
     """The bar columns of rows, netvm's first, then every peer present."""
     cols = [c for c in first if any(c in r or (c == "netvm ref" and "netvm_ref" in r) for r in rows)]
-    peers = []
-    for r in rows:
-        for p in r.get("peers", {}):
-            if p not in peers:
-                peers.append(p)
-    return cols + peers
+    peers = {p for r in rows for p in r.get("peers", {})}
+    known = [p for p in PEER_ORDER if p in peers]
+    return cols + known + sorted(peers - set(known))
 
 
 # ---------------------------------------------------------------- drawing
