@@ -284,14 +284,13 @@ def compare_services(c, args, peers, workdir):
             for col in rot:
                 progress.begin("run %d/%d" % (i + 1, args.runs), col)
                 machine.wait_ready()
-                started = time.time()
                 try:
                     samples[col].append(runners[col]())
                     c.log("compare: run %d/%d %s done" % (i + 1, args.runs, col))
                 except c.PeerError as e:
                     fail(col, "run %d: %s" % (i + 1, e))
                 c.reap_orphans()
-                progress.end(col, time.time() - started)
+                progress.end(col)
 
     def med(col, key):
         vs = [s[key] for s in samples.get(col, []) if key in s]
