@@ -29,6 +29,9 @@ Rows with a target (DESIGN.md section 5, issue 9):
   lock_lat        <= 2.5x netvm's fadd_lat of the same program; faster than OpenSHMEM
   lock_handoff    <= 1.0x the raw one-way; faster than OpenSHMEM
 Every other row the programs print is listed with netvm's number only.
+With --plot DIR the rows with a target are drawn as grouped bars
+(services-LINK.png, bench/compare_plot.py); --render of this JSON prints
+this table again.
 """
 
 import glob
