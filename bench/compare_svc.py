@@ -29,6 +29,9 @@ Rows with a target (DESIGN.md section 5, issue 9):
   lock_lat        <= 2.5x netvm's fadd_lat of the same program; faster than OpenSHMEM
   lock_handoff    <= 1.0x the raw one-way; faster than OpenSHMEM
 Every other row the programs print is listed with netvm's number only.
+With --plot DIR the rows with a target are drawn as grouped bars
+(services-LINK.png, bench/compare_plot.py); --render of this JSON prints
+this table again.
 """
 
 import glob
@@ -280,16 +283,19 @@ def compare_services(c, args, peers, workdir):
     samples = {col: [] for col in runners}
     order = list(runners)
     t0 = time.time()
-    for i in range(args.runs):
-        rot = order[i % len(order):] + order[:i % len(order)] if order else []
-        for col in rot:
-            machine.wait_ready()
-            try:
-                samples[col].append(runners[col]())
-                c.log("compare: run %d/%d %s done" % (i + 1, args.runs, col))
-            except c.PeerError as e:
-                fail(col, "run %d: %s" % (i + 1, e))
-            c.reap_orphans()
+    rots = [order[i % len(order):] + order[:i % len(order)] if order else [] for i in range(args.runs)]
+    with c.Progress([col for rot in rots for col in rot]) as progress:
+        for i, rot in enumerate(rots):
+            for col in rot:
+                progress.begin("run %d/%d" % (i + 1, args.runs), col)
+                machine.wait_ready()
+                try:
+                    samples[col].append(runners[col]())
+                    c.log("compare: run %d/%d %s done" % (i + 1, args.runs, col))
+                except c.PeerError as e:
+                    fail(col, "run %d: %s" % (i + 1, e))
+                c.reap_orphans()
+                progress.end(col)
 
     def med(col, key):
         vs = [s[key] for s in samples.get(col, []) if key in s]

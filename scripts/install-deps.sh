@@ -43,8 +43,27 @@ else
       echo "warning: could not install $m for $py: the Python tests will be skipped"
   done
 fi
-[ ${#need[@]} -eq 0 ] && exit 0
+# matplotlib for bench/compare --plot (its PNG figures), in the same python3
+# and the same way as numpy above; without it only --plot is unavailable, so
+# a failure to install it only warns (it has a list of its own, "optional")
+optional=()
+if [ -z "$py" ] || [ "$("$py" -c 'import sys; print(sys.prefix == sys.base_prefix == "/usr")')" = True ]; then
+  /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || optional+=(python3-matplotlib)
+elif ! "$py" -c 'import matplotlib' 2>/dev/null; then
+  echo "installing matplotlib for $py (pip)"
+  "$py" -m pip install -q matplotlib 2>/dev/null || "$py" -m pip install -q --user matplotlib ||
+    echo "warning: could not install matplotlib for $py: bench/compare --plot will not work"
+fi
+[ ${#need[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ] && exit 0
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "installing: ${need[*]}"
-$SUDO apt-get update -q >/dev/null
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+# (a failed update stops the script only where something required is missing)
+$SUDO apt-get update -q >/dev/null || [ ${#need[@]} -eq 0 ]
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+fi
+if [ ${#optional[@]} -gt 0 ]; then
+  echo "installing: ${optional[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${optional[@]}" >/dev/null ||
+    echo "warning: could not install ${optional[*]}: bench/compare --plot will not work"
+fi
