@@ -13,6 +13,7 @@
  *   netvm run -n 4 -- chan_bench [--min-ms M] [--json FILE] [--quick] */
 #define _GNU_SOURCE
 #include <netvm/chan.h>
+#include "svc_bench.h"
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,20 +44,9 @@ static int rows;
 #define OK(x) do { netvm_status_t s_ = (x); if (s_) { \
     fprintf(stderr, "chan_bench rank %d: %s: %s\n", rank, #x, netvm_strerror(s_)); exit(1); } } while (0)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void emit(const char *metric, size_t sz, const char *unit, double v)
 {
-    printf("%-20s %9zu %-5s %12.6g\n", metric, sz, unit, v);
-    fflush(stdout);
-    if (json)
-        fprintf(json, "%s\n  {\"metric\": \"%s\", \"size\": %zu, \"unit\": \"%s\", \"netvm\": %.9g}",
-                rows++ ? "," : "", metric, sz, unit, v);
+    svc_bench_row(json, &rows, metric, sz, unit, v);
 }
 
 static void command(int to, uint64_t op, uint64_t n, uint64_t sz)

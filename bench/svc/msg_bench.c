@@ -17,6 +17,7 @@
  * then times one batch sized to last min-ms (default 200; --quick: a tenth). */
 #define _GNU_SOURCE
 #include <netvm/netvm.h>
+#include "svc_bench.h"
 #include <netvm/msg.h>
 
 #include <getopt.h>
@@ -45,20 +46,9 @@ static void die(const char *what, netvm_status_t st)
 
 #define OK(x) do { netvm_status_t st_ = (x); if (st_ != NETVM_OK) die(#x, st_); } while (0)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void emit(struct bench *b, const char *metric, size_t size, const char *unit, double v)
 {
-    printf("%-20s %9zu %-5s %12.6g\n", metric, size, unit, v);
-    fflush(stdout);
-    if (b->json)
-        fprintf(b->json, "%s\n  {\"metric\": \"%s\", \"size\": %zu, \"unit\": \"%s\", \"netvm\": %.9g}",
-                b->rows++ ? "," : "", metric, size, unit, v);
+    svc_bench_row(b->json, &b->rows, metric, size, unit, v);
 }
 
 /* A receive by polling (try_recv drives progress) or by the blocking call. */

@@ -24,6 +24,7 @@
  * ucx_perftest's server and netvm bench's target do: a sleeping server
  * would add a thread wake-up to every call. */
 #include <netvm/rpc.h>
+#include "svc_bench.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -63,13 +64,6 @@ static void die(const char *what, netvm_status_t st)
 
 #define OK(x) do { netvm_status_t st_ = (x); if (st_ != NETVM_OK) die(#x, st_); } while (0)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int on_reply(netvm_ctx_t *ctx, netvm_rpc_call_t *c, void *arg)
 {
     (void)arg;
@@ -104,11 +98,7 @@ static int on_am_stop(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
 
 static void emit(struct bench *b, const char *metric, size_t size, const char *unit, double v)
 {
-    printf("%-20s %9zu %-5s %12.6g\n", metric, size, unit, v);
-    fflush(stdout);
-    if (b->json)
-        fprintf(b->json, "%s\n  {\"metric\": \"%s\", \"size\": %zu, \"unit\": \"%s\", \"netvm\": %.9g}",
-                b->rows++ ? "," : "", metric, size, unit, v);
+    svc_bench_row(b->json, &b->rows, metric, size, unit, v);
 }
 
 static unsigned op(struct bench *b) { return b->three ? OP_FWD : OP_REPLY; }

@@ -22,6 +22,7 @@
  * a tenth). Collective batches: rank 0 posts the count into a control
  * word, everyone runs it between two job barriers. */
 #include <netvm/sync.h>
+#include "svc_bench.h"
 
 #include "svc/sync/sync_int.h"   /* the holder's node: is a successor linked */
 
@@ -51,20 +52,9 @@ static void die(const char *what, netvm_status_t st)
 
 #define OK(x) do { netvm_status_t st_ = (x); if (st_ != NETVM_OK) die(#x, st_); } while (0)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void emit(const char *metric, size_t size, const char *unit, double v)
 {
-    printf("%-20s %9zu %-5s %12.6g\n", metric, size, unit, v);
-    fflush(stdout);
-    if (json)
-        fprintf(json, "%s\n  {\"metric\": \"%s\", \"size\": %zu, \"unit\": \"%s\", \"netvm\": %.9g}",
-                rows++ ? "," : "", metric, size, unit, v);
+    svc_bench_row(json, &rows, metric, size, unit, v);
 }
 
 /* --- batches ----------------------------------------------------------------- */
