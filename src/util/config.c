@@ -2,6 +2,7 @@
 #include "util/log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,18 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_HANDSHAKE_MS",   "10000", "ms a connection may take to authenticate before it is closed" },
     { "NETVM_HANDSHAKE_MAX",  "64",    "connections authenticating at once on one listener; more are closed at once" },
     { "NETVM_CHAN_POLL_MS",   "50",    "ms between a waiting channel or queue end's looks at its peer's liveness (a dead peer never wakes it)" },
+    { "NETVM_GMEM_SERVERS",   NULL,    "memory servers network-memory regions use: tcp:HOST:PORT,... (unset: local ones are started, see NETVM_GMEM_EMBEDDED)" },
+    { "NETVM_GMEM_CREDENTIAL_FILE", NULL, "file holding the memory servers' credential (16-64 bytes); needed with NETVM_GMEM_SERVERS" },
+    { "NETVM_GMEM_BUDGET",    "64M",   "bytes of a network-memory region resident at most (suffix K, M, G)" },
+    { "NETVM_GMEM_READAHEAD", "16",    "pages fetched ahead when faults run sequentially; 0: none" },
+    { "NETVM_GMEM_REPLICAS",  "0",     "servers holding each page (0: 2 when two or more servers exist, else 1)" },
+    { "NETVM_GMEM_WRITE",     "back",  "write policy: back (dirty pages written when evicted or synced) or early (also cleaned ahead of eviction)" },
+    { "NETVM_GMEM_THREADS",   "2",     "threads serving a region's page faults" },
+    { "NETVM_GMEM_TIMEOUT",   "2000",  "ms a memory server may take to answer before its replica is used and it is suspected" },
+    { "NETVM_GMEM_EMBEDDED",  "2",     "local memory servers started for a process that names none (0: none, netvm_gmem_map fails)" },
+    { "NETVM_GMEM_EMBEDDED_SIZE", "1G", "pool of each embedded memory server (suffix K, M, G)" },
+    { "NETVM_GMEM_STORE",     "remote", "remote: pages on memory servers; local: in this process's own memory (the benchmarks' baseline)" },
+    { "NETVM_MEMD",           NULL,    "path of the netvm tool that runs embedded memory servers (unset: the installed one, else the build tree's)" },
     { "NETVM_RANK",           NULL,    "set by the launcher: this process's rank" },
     { "NETVM_SIZE",           NULL,    "set by the launcher: number of processes in the job" },
     { "NETVM_JOB_ID",         NULL,    "set by the launcher: identifies the job" },
@@ -76,4 +89,51 @@ long nv_config_long(const char *name, long lo, long hi)
         x = c;
     }
     return x;
+}
+
+long long nv_config_size(const char *name, long long lo, long long hi)
+{
+    const char *v = nv_config_str(name);
+    long long x;
+    if (nv_parse_size(v, &x) != 0) {
+        const char *def = NULL;
+        for (size_t i = 0; i < nv_config_nvars; i++)
+            if (strcmp(nv_config_vars[i].name, name) == 0)
+                def = nv_config_vars[i].def;
+        if (v)
+            nv_warn("%s=%s is not a size; using %s", name, v, def ? def : "0");
+        if (nv_parse_size(def, &x) != 0)
+            x = 0;
+    }
+    if (x < lo || x > hi) {
+        long long c = x < lo ? lo : hi;
+        nv_warn("%s=%lld is outside [%lld, %lld]; using %lld", name, x, lo, hi, c);
+        x = c;
+    }
+    return x;
+}
+
+int nv_parse_size(const char *v, long long *out)
+{
+    if (!v || !*v)
+        return -1;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || x < 0)
+        return -1;
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if ((*end == 'b' || *end == 'B') && shift)
+        end++;
+    if (*end || x > (LLONG_MAX >> shift))
+        return -1;
+    *out = x << shift;
+    return 0;
 }

@@ -8,16 +8,17 @@
 #include "core/internal.h"
 #include "core/svc.h"
 #include "svc/rpc/rpc_int.h"
+#include "svc/rpc/rpc_svc.h"
 
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static int call_args_bad(unsigned op, const uint64_t *args, unsigned nargs, const void *payload, size_t len,
+static int call_args_bad(unsigned op, unsigned max_op, const uint64_t *args, unsigned nargs, const void *payload, size_t len,
                          const void *reply_buf, size_t reply_cap, int timeout_ms)
 {
-    return op >= NETVM_RPC_MAX_OPS || nargs > NETVM_RPC_MAX_ARGS || (nargs && !args) || (len && !payload) ||
+    return op >= max_op || nargs > NETVM_RPC_MAX_ARGS || (nargs && !args) || (len && !payload) ||
            len > NETVM_AM_MAX_LEN || (reply_cap && !reply_buf) || timeout_ms < 0;
 }
 
@@ -41,11 +42,11 @@ static void pack(uint64_t *a, unsigned op, const uint64_t *args, unsigned nargs)
         a[1 + i] = args[i];
 }
 
-netvm_status_t netvm_rpc_call(netvm_ctx_t *ctx, int peer, unsigned op, const uint64_t *args, unsigned nargs,
-                              const void *payload, size_t len, void *reply_buf, size_t reply_cap,
-                              int timeout_ms, netvm_rpc_result_t *res)
+static netvm_status_t rpc_call(netvm_ctx_t *ctx, int peer, unsigned op, unsigned max_op, const uint64_t *args,
+                               unsigned nargs, const void *payload, size_t len, void *reply_buf, size_t reply_cap,
+                               int timeout_ms, netvm_rpc_result_t *res)
 {
-    if (!ctx || call_args_bad(op, args, nargs, payload, len, reply_buf, reply_cap, timeout_ms))
+    if (!ctx || call_args_bad(op, max_op, args, nargs, payload, len, reply_buf, reply_cap, timeout_ms))
         return NETVM_ERR_INVAL;
     netvm_rpc_result_t own;
     if (!res)
@@ -68,6 +69,22 @@ netvm_status_t netvm_rpc_call(netvm_ctx_t *ctx, int peer, unsigned op, const uin
         }
     }
     return st != NETVM_OK ? st : res->status;
+}
+
+netvm_status_t netvm_rpc_call(netvm_ctx_t *ctx, int peer, unsigned op, const uint64_t *args, unsigned nargs,
+                              const void *payload, size_t len, void *reply_buf, size_t reply_cap,
+                              int timeout_ms, netvm_rpc_result_t *res)
+{
+    return rpc_call(ctx, peer, op, NETVM_RPC_MAX_OPS, args, nargs, payload, len, reply_buf, reply_cap, timeout_ms,
+                    res);
+}
+
+netvm_status_t nv_rpc_svc_call(netvm_ctx_t *ctx, int peer, unsigned k, const uint64_t *args, unsigned nargs,
+                               const void *payload, size_t len, void *reply_buf, size_t reply_cap, int timeout_ms,
+                               netvm_rpc_result_t *res)
+{
+    return rpc_call(ctx, peer, nv_rpc_svc_op(k), NV_RPC_ALL_OPS, args, nargs, payload, len, reply_buf, reply_cap,
+                    timeout_ms, res);
 }
 
 /* --- nonblocking calls ------------------------------------------------- */
@@ -147,11 +164,11 @@ netvm_status_t netvm_rpc_push(netvm_rpc_handle_t *h, netvm_rpc_cont_fn fn, void 
     return NETVM_OK;
 }
 
-netvm_status_t netvm_rpc_issue(netvm_rpc_handle_t *h, int peer, unsigned op, const uint64_t *args,
-                               unsigned nargs, const void *payload, size_t len, void *reply_buf,
-                               size_t reply_cap, int timeout_ms)
+static netvm_status_t rpc_issue(netvm_rpc_handle_t *h, int peer, unsigned op, unsigned max_op,
+                                const uint64_t *args, unsigned nargs, const void *payload, size_t len,
+                                void *reply_buf, size_t reply_cap, int timeout_ms)
 {
-    if (!h || call_args_bad(op, args, nargs, payload, len, reply_buf, reply_cap, timeout_ms))
+    if (!h || call_args_bad(op, max_op, args, nargs, payload, len, reply_buf, reply_cap, timeout_ms))
         return NETVM_ERR_INVAL;
     if (h->issued)
         return NETVM_ERR_STATE;
@@ -174,6 +191,21 @@ netvm_status_t netvm_rpc_issue(netvm_rpc_handle_t *h, int peer, unsigned op, con
         on_complete(ctx, st, h);   /* answered or failed already */
     }
     return NETVM_OK;
+}
+
+netvm_status_t netvm_rpc_issue(netvm_rpc_handle_t *h, int peer, unsigned op, const uint64_t *args,
+                               unsigned nargs, const void *payload, size_t len, void *reply_buf,
+                               size_t reply_cap, int timeout_ms)
+{
+    return rpc_issue(h, peer, op, NETVM_RPC_MAX_OPS, args, nargs, payload, len, reply_buf, reply_cap, timeout_ms);
+}
+
+netvm_status_t nv_rpc_svc_issue(netvm_rpc_handle_t *h, int peer, unsigned k, const uint64_t *args,
+                                unsigned nargs, const void *payload, size_t len, void *reply_buf,
+                                size_t reply_cap, int timeout_ms)
+{
+    return rpc_issue(h, peer, nv_rpc_svc_op(k), NV_RPC_ALL_OPS, args, nargs, payload, len, reply_buf, reply_cap,
+                     timeout_ms);
 }
 
 static netvm_status_t finish(struct netvm_rpc_handle *h, netvm_rpc_result_t *res)

@@ -5,6 +5,7 @@
 
 #include "core/svc.h"
 #include <netvm/rpc.h>
+#include "svc/rpc/rpc_svc.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,7 +47,7 @@ struct netvm_rpc_handle {
 
 struct nv_rpc {
     netvm_ctx_t        *ctx;
-    struct nv_rpc_proc  procs[NETVM_RPC_MAX_OPS];
+    struct nv_rpc_proc  procs[NV_RPC_ALL_OPS];   /* the application's ops, then the services' (rpc_svc.h) */
     /* the worker thread: deferred continuations, watched delegates */
     pthread_mutex_t     lock;
     pthread_cond_t      cond;

@@ -2,6 +2,7 @@
  * incoming calls, replies and delegation. */
 #include "core/svc.h"
 #include "svc/rpc/rpc_int.h"
+#include "svc/rpc/rpc_svc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ static int on_call(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
     uint64_t op = m->args[0];
     netvm_rpc_proc_fn fn = NULL;
     void *parg = NULL;
-    if (op < NETVM_RPC_MAX_OPS) {
+    if (op < NV_RPC_ALL_OPS) {
         fn = __atomic_load_n(&s->procs[op].fn, __ATOMIC_ACQUIRE);
         parg = __atomic_load_n(&s->procs[op].arg, __ATOMIC_RELAXED);
     }
@@ -71,10 +72,8 @@ struct nv_rpc *nv_rpc_state(netvm_ctx_t *ctx)
     return nv_svc_state(ctx, NV_SVC_STATE_RPC, rpc_create, rpc_destroy);
 }
 
-netvm_status_t netvm_rpc_register(netvm_ctx_t *ctx, unsigned op, netvm_rpc_proc_fn fn, void *arg)
+static netvm_status_t rpc_register(netvm_ctx_t *ctx, unsigned op, netvm_rpc_proc_fn fn, void *arg)
 {
-    if (!ctx || op >= NETVM_RPC_MAX_OPS)
-        return NETVM_ERR_INVAL;
     struct nv_rpc *s = nv_rpc_state(ctx);
     if (!s)
         return NETVM_ERR_NOMEM;
@@ -84,6 +83,20 @@ netvm_status_t netvm_rpc_register(netvm_ctx_t *ctx, unsigned op, netvm_rpc_proc_
     __atomic_store_n(&s->procs[op].fn, fn, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&s->lock);
     return NETVM_OK;
+}
+
+netvm_status_t netvm_rpc_register(netvm_ctx_t *ctx, unsigned op, netvm_rpc_proc_fn fn, void *arg)
+{
+    if (!ctx || op >= NETVM_RPC_MAX_OPS)
+        return NETVM_ERR_INVAL;
+    return rpc_register(ctx, op, fn, arg);
+}
+
+netvm_status_t nv_rpc_svc_register(netvm_ctx_t *ctx, unsigned k, netvm_rpc_proc_fn fn, void *arg)
+{
+    if (!ctx || k >= NV_RPC_SVC_OPS)
+        return NETVM_ERR_INVAL;
+    return rpc_register(ctx, nv_rpc_svc_op(k), fn, arg);
 }
 
 static int args_bad(const uint64_t *args, unsigned nargs, unsigned max, const void *payload, size_t len)
@@ -100,10 +113,11 @@ netvm_status_t netvm_rpc_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, 
     return netvm_am_reply(ctx, token, status, args, nargs, payload, len);
 }
 
-netvm_status_t netvm_rpc_delegate(netvm_ctx_t *ctx, const netvm_rpc_call_t *call, int peer, unsigned op,
-                                  const uint64_t *args, unsigned nargs, const void *payload, size_t len)
+static netvm_status_t rpc_delegate(netvm_ctx_t *ctx, const netvm_rpc_call_t *call, int peer, unsigned op,
+                                   unsigned max_op, const uint64_t *args, unsigned nargs, const void *payload,
+                                   size_t len)
 {
-    if (!ctx || !call || op >= NETVM_RPC_MAX_OPS || args_bad(args, nargs, NETVM_RPC_MAX_ARGS, payload, len))
+    if (!ctx || !call || op >= max_op || args_bad(args, nargs, NETVM_RPC_MAX_ARGS, payload, len))
         return NETVM_ERR_INVAL;
     struct nv_rpc *s = nv_rpc_state(ctx);
     if (!s)
@@ -118,6 +132,18 @@ netvm_status_t netvm_rpc_delegate(netvm_ctx_t *ctx, const netvm_rpc_call_t *call
     atomic_fetch_add_explicit(&s->delegated, 1, memory_order_relaxed);
     nv_rpc_watch(s, &call->token, peer);
     return NETVM_OK;
+}
+
+netvm_status_t netvm_rpc_delegate(netvm_ctx_t *ctx, const netvm_rpc_call_t *call, int peer, unsigned op,
+                                  const uint64_t *args, unsigned nargs, const void *payload, size_t len)
+{
+    return rpc_delegate(ctx, call, peer, op, NETVM_RPC_MAX_OPS, args, nargs, payload, len);
+}
+
+netvm_status_t nv_rpc_svc_delegate(netvm_ctx_t *ctx, const netvm_rpc_call_t *call, int peer, unsigned k,
+                                   const uint64_t *args, unsigned nargs, const void *payload, size_t len)
+{
+    return rpc_delegate(ctx, call, peer, nv_rpc_svc_op(k), NV_RPC_ALL_OPS, args, nargs, payload, len);
 }
 
 netvm_status_t netvm_rpc_stats(netvm_ctx_t *ctx, netvm_rpc_stats_t *st)

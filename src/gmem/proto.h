@@ -1,0 +1,84 @@
+/* The network-memory protocol between clients (src/gmem/store_remote*)
+ * and memory servers (src/gmem/server*, `netvm memd`): RPC procedures in
+ * the services' op range (svc/rpc/rpc_svc.h, k = NV_RPC_SVC_GMEM + NV_GM_*),
+ * so a client's own RPC ops never meet them.
+ *
+ * A page is named by (client id, region id, page index): the client id is
+ * a random 64-bit number the client draws once per context and binds to
+ * its connection with HELLO; region ids are the client's. A server keeps
+ * each page it holds in one NV_GMEM_PAGE slot of its pool and answers a
+ * GET with the slot itself as the reply's payload (no copy in netvm); the
+ * reply lands in the buffer the client's payload token names.
+ *
+ * Every argument is a uint64_t of the RPC call (call->args[i]); replies
+ * carry a status (netvm_status_t) and the arguments listed. A server
+ * checks that a client's page calls name the client id bound to that
+ * connection (NETVM_ERR_KEY otherwise); a peer that said HELLO as a server
+ * may name any client id (moves and delegated GETs). */
+#ifndef NV_GMEM_PROTO_H
+#define NV_GMEM_PROTO_H
+
+#include "svc/rpc/rpc_svc.h"
+#include <netvm/gmem.h>
+
+#define NV_GM_VERSION 1
+#define NV_GM_PAGE    NETVM_GMEM_PAGE
+
+enum {
+    /* args [version, role (NV_GM_ROLE_*), client id (a server: its own server id)]
+     * reply args [server id, pool pages, pages one client may hold, pages free]
+     * NETVM_ERR_UNSUPPORTED: another version. */
+    NV_GM_HELLO = 0,
+    /* args [client id, region, page, npages]; payload npages * NV_GM_PAGE bytes,
+     * pages page .. page+npages-1 in order. Stores (or overwrites) them.
+     * reply args [pages free]
+     * NETVM_ERR_NOMEM: the pool or this client's bound is full: nothing of
+     * this call was kept (pages it overwrote keep their old contents). */
+    NV_GM_PUT = 1,
+    /* args [client id, region, page]; reply payload: the page (NV_GM_PAGE).
+     * A page this server moved away (NV_GM_MOVE) is delegated to the server
+     * that took it, which answers the client directly (res.peer says who).
+     * NETVM_ERR_NOTFOUND: not held and not moved. */
+    NV_GM_GET = 2,
+    /* args [client id, region, first page, npages (UINT64_MAX: the whole region)]
+     * Drops them (and forwarding entries). reply args [pages dropped] */
+    NV_GM_FREE = 3,
+    /* args [client id, region, first page, npages]; payload: the destination
+     * server's address ("tcp:HOST:PORT", no NUL needed). The server puts the
+     * pages it holds of that range at the destination (connecting to it as a
+     * server with its own credential), then drops its copies and remembers
+     * where each went, so that a GET for one is delegated there.
+     * reply args [pages moved] */
+    NV_GM_MOVE = 4,
+    /* no args; reply payload: struct nv_gm_stat (little-endian u64s) */
+    NV_GM_STAT = 5,
+    /* server -> client (a procedure the client registers): args [kind (NV_GM_NOTICE_*),
+     * server id, deadline ms]. DRAIN: the server shuts down at the deadline;
+     * the client moves its pages elsewhere (fetching from it meanwhile works)
+     * and answers when done. */
+    NV_GM_NOTICE = 6,
+    NV_GM_NOPS
+};
+
+enum { NV_GM_ROLE_CLIENT = 0, NV_GM_ROLE_SERVER = 1, NV_GM_ROLE_OBSERVER = 2 /* netvm stat: STAT only */ };
+enum { NV_GM_NOTICE_DRAIN = 1 };
+
+/* What NV_GM_STAT answers (and `netvm stat ADDRESS` prints). */
+struct nv_gm_stat {
+    uint64_t version;          /* NV_GM_VERSION */
+    uint64_t server_id;
+    uint64_t pool_pages;       /* pool size in pages */
+    uint64_t used_pages;       /* slots holding a page */
+    uint64_t client_max_pages; /* bound per client */
+    uint64_t clients;          /* clients connected now */
+    uint64_t servers;          /* servers connected now (moves) */
+    uint64_t forwards;         /* pages moved away and still forwarded */
+    uint64_t puts, gets, frees, moves_out, moves_in, delegated, refused;  /* calls since start */
+    uint64_t bytes_in, bytes_out;
+    uint64_t uptime_ms;
+    uint64_t draining;         /* 1 after SIGTERM */
+};
+
+static inline unsigned nv_gm_k(unsigned op) { return NV_RPC_SVC_GMEM + op; }
+
+#endif

@@ -1,0 +1,67 @@
+/* Where a region's pages are when they are not resident: the pager's
+ * backing store (as UMap's store interface, one table of operations).
+ *
+ * Two stores exist: the remote one (store_remote*.c: memory servers,
+ * placement on R of them, the directory, failures), which every region
+ * uses, and the local one (store_local.c: pages kept in this process's own
+ * memory), which is what "a bare userfaultfd fault resolved locally by the
+ * same kind of handler" means in the benchmarks (NETVM_GMEM_STORE=local).
+ *
+ * Pages are numbered from 0 within the region; every buffer is NV_GM_PAGE
+ * bytes (a multiple for the n-page calls) of the pager's own memory, never
+ * the managed region. Every call is safe from any thread at once. Callbacks
+ * (done) run exactly once, in the progress engine or on the calling thread,
+ * and must not block. */
+#ifndef NV_GMEM_STORE_H
+#define NV_GMEM_STORE_H
+
+#include <netvm/gmem.h>
+#include <stdint.h>
+
+struct nv_gstore;
+
+typedef void (*nv_gstore_done_fn)(void *arg, netvm_status_t status);
+
+struct nv_gstore_ops {
+    /* Whether page was ever stored and not discarded since: 0 means it
+     * reads as zeros (the pager fills it locally, no round trip). Never
+     * blocks, no round trip. */
+    int (*has)(struct nv_gstore *s, uint64_t page);
+    /* Fetch page into buf. NETVM_OK; NETVM_ERR_NOTFOUND: never stored
+     * (zeros); any other status: no live copy could be read (the pager
+     * poisons the page: SIGBUS for the program, logged). Tries every
+     * replica before failing. Blocks (not in a handler). */
+    netvm_status_t (*fetch)(struct nv_gstore *s, uint64_t page, void *buf);
+    /* The same without blocking: done(arg, status) when buf holds the page
+     * or the fetch failed. NETVM_OK: done will run (maybe already ran);
+     * otherwise it will not and nothing was started. */
+    netvm_status_t (*fetch_nb)(struct nv_gstore *s, uint64_t page, void *buf, nv_gstore_done_fn done,
+                               void *arg);
+    /* Store pages [page, page + n) from buf on R servers; done when every
+     * copy is acknowledged (status NETVM_OK), or when fewer than R could
+     * take it (a status; the pages that were stored somewhere are readable;
+     * the pager keeps a page it could not store anywhere resident and
+     * dirty). buf stays the caller's until done. */
+    netvm_status_t (*store_nb)(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
+                               nv_gstore_done_fn done, void *arg);
+    /* Forget pages [first, first + n): the program discarded them
+     * (MADV_DONTNEED, munmap of part): they read as zeros from now. Frees
+     * them at the servers without waiting. */
+    void (*discard)(struct nv_gstore *s, uint64_t first, uint64_t n);
+    void (*health)(struct nv_gstore *s, netvm_gmem_health_t *h);
+    /* Free every page at the servers and the store itself. */
+    void (*close)(struct nv_gstore *s);
+};
+
+struct nv_gstore {
+    const struct nv_gstore_ops *ops;
+    /* counted by the store, read by netvm_gmem_stats */
+    uint64_t bytes_in, bytes_out, writebacks, remote_fetches;   /* __atomic */
+};
+
+/* Open a region's store of npages pages. */
+netvm_status_t nv_gstore_remote_open(netvm_ctx_t *ctx, uint64_t npages, const netvm_gmem_opts_t *opts,
+                                     struct nv_gstore **s);
+netvm_status_t nv_gstore_local_open(uint64_t npages, struct nv_gstore **s);
+
+#endif
