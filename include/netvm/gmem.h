@@ -79,6 +79,20 @@ netvm_status_t netvm_gmem_sync(netvm_gmem_t *region);
 void          *netvm_gmem_addr(const netvm_gmem_t *region);
 size_t         netvm_gmem_len(const netvm_gmem_t *region);
 
+/* --- the servers this process's regions use ---------------------------- */
+
+/* Add the memory server at addr ("tcp:HOST:PORT", same credential as the
+ * others) to those this context's regions use: new pages are placed on it
+ * too, and existing ones are rebalanced onto it in the background (a page
+ * being moved is still read through the server it left, which delegates
+ * the request). Blocks until connected. NETVM_ERR_EXISTS: already used. */
+netvm_status_t netvm_gmem_server_add(netvm_ctx_t *ctx, const char *addr);
+/* Stop using the server at addr: its pages are moved to the others first
+ * (keeping R copies), then it is disconnected. Blocks until done.
+ * NETVM_ERR_NOTFOUND: not used; NETVM_ERR_NOMEM: the others cannot take
+ * its pages (nothing is removed). */
+netvm_status_t netvm_gmem_server_remove(netvm_ctx_t *ctx, const char *addr);
+
 /* Counters of a region since it was mapped. */
 typedef struct {
     uint64_t faults;             /* missing-page faults served */
