@@ -1,0 +1,180 @@
+/* The pager's state of a region (region.c makes it, pager_*.c run it).
+ *
+ * Each page has one atomic word: a state in the low bits and flags. A
+ * thread that moves a page out of ABSENT, RESIDENT or EVICTING first wins
+ * a compare-and-swap into BUSY (or EVICTING), so exactly one thread places,
+ * unprotects, fetches or evicts a page at a time; the others leave their
+ * faults pending and the owner's placement (or its UFFDIO_WAKE) releases
+ * them. Pages are placed write-protected: the first write raises a
+ * write-protect fault, which marks the page dirty (docs/gmem.md, "Dirty
+ * tracking and eviction", says why this and not PAGEMAP_SCAN). Victims
+ * leave the region with UFFDIO_MOVE into a staging area registered with a
+ * second uffd, atomically: a write after the move faults as missing and
+ * waits for the write-back, so no write is lost, and no madvise on the
+ * region (which would raise a REMOVE event and wait for a fault thread)
+ * is ever needed. */
+#ifndef NV_GMEM_PAGER_H
+#define NV_GMEM_PAGER_H
+
+#include "gmem/store.h"
+#include "gmem/uffd.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define NV_GM_PAGE ((uint64_t)NETVM_GMEM_PAGE)
+
+enum {
+    NV_GM_ABSENT   = 0,
+    NV_GM_BUSY     = 1,    /* owned by one thread: being fetched, placed or unprotected */
+    NV_GM_RESIDENT = 2,
+    NV_GM_EVICTING = 3,    /* moved out (or being), write-back in flight */
+    NV_GM_LOST     = 4,    /* poisoned: no copy left */
+    NV_GM_STATE    = 7,
+    NV_GM_DIRTY    = 8,    /* written since placed or cleaned */
+    NV_GM_RA       = 16,   /* read ahead and not yet known touched */
+    NV_GM_REF      = 32,   /* CLOCK reference: faulted or written since the hand passed */
+    NV_GM_DISCARD  = 64,   /* the program discarded it while it was BUSY: the owner drops it */
+};
+
+#define NV_GM_STAGE 64   /* staging slots of the evictor; one more for dropping a page */
+#define NV_GM_RABUF 64   /* read-ahead buffers (a bit each in ra_free) */
+
+/* Fault latency: a fixed log-linear histogram (8 sub-buckets per power of
+ * two from 64 ns), so percentiles cost no allocation. */
+#define NV_GM_HIST_SUB 8
+#define NV_GM_HIST_N   (40 * NV_GM_HIST_SUB)
+struct nv_gm_hist {
+    uint64_t bucket[NV_GM_HIST_N];  /* __atomic */
+    uint64_t max;
+};
+void     nv_gm_hist_add(struct nv_gm_hist *h, uint64_t ns);
+uint64_t nv_gm_hist_pct(const struct nv_gm_hist *h, double q);
+
+/* A piece of the region's address space: mremap may move part of it. */
+#define NV_GM_MAXSEG 16
+struct nv_gm_seg {
+    uintptr_t start;
+    uint64_t  first, n;     /* region pages [first, first + n) */
+};
+
+/* A forked child's copy of the region, served by this process (the child
+ * has no pager threads): its faults get the data as of the fork. */
+#define NV_GM_MAXCHILD 8
+struct nv_gm_child {
+    int            fd;          /* the child's uffd; -1: free slot */
+    unsigned char *pending;     /* per page: not yet given to the child */
+    struct nv_gm_seg seg[NV_GM_MAXSEG];
+    int            nseg;
+};
+
+struct nv_gm_region;
+struct nv_gm_ra_op {
+    struct nv_gm_region *r;
+    uint64_t             page;
+    unsigned             slot;
+};
+
+struct nv_gm_counters {
+    uint64_t faults, zero_fills, wp_faults, ra_issued, ra_hits, ra_waste, evictions, evictions_dirty,
+             eexist, eagain, poisoned, discarded, move_busy, child_faults, child_pushes;
+};
+
+struct nv_gm_region {
+    netvm_ctx_t      *ctx;
+    struct nv_gstore *store;
+    size_t            len;
+    uint64_t          npages;
+    uint32_t         *state;         /* npages words, __atomic */
+
+    /* address space: segments, rwlock (events write, everyone else reads) */
+    pthread_rwlock_t  seg_lock;
+    struct nv_gm_seg  seg[NV_GM_MAXSEG];
+    int               nseg;
+
+    int               uffd, stage_fd;
+    struct nv_gm_uffd_caps caps;
+    unsigned char    *stage;         /* NV_GM_STAGE + 1 pages, registered on stage_fd */
+    pthread_mutex_t   drop_lock;     /* the last staging slot */
+
+    /* options in force */
+    uint64_t          budget;        /* pages */
+    int               ra_window, write_policy, nthreads;
+
+    /* budget: pages resident or reserved for a placement in progress */
+    uint64_t          resident;      /* __atomic */
+    uint64_t          low_water;
+    pthread_mutex_t   ev_lock;
+    pthread_cond_t    ev_cond, room_cond;
+    int               room_waiters, stopping;
+    int               room_waiters_hint;  /* __atomic copy of room_waiters for the lock-free path */
+    int               forking;       /* __atomic: a fork is under way (pager_events.c) */
+    uint64_t          hand;
+    pthread_mutex_t   wb_lock;       /* one write-back of a page at a time (evictor, sync) */
+    unsigned char    *wb_buf;        /* NV_GM_STAGE pages: sync's and the cleaner's copies */
+
+    /* read-ahead */
+    uint64_t          last_fault;    /* __atomic: page of the last missing fault + 1 */
+    uint64_t          ra_next;       /* __atomic: first page not yet read ahead in this stream */
+    unsigned char    *ra_buf;        /* NV_GM_RABUF pages */
+    uint64_t          ra_free;       /* __atomic bitmask of free ra_buf slots */
+    struct nv_gm_ra_op ra_op[NV_GM_RABUF];
+
+    /* threads */
+    pthread_t        *fault_thr;
+    pthread_t         evict_thr, child_thr;
+    int               stop_fd;       /* eventfd: fault threads and the child server stop */
+    int               child_started;
+
+    /* fork */
+    pthread_mutex_t   child_lock;
+    struct nv_gm_child child[NV_GM_MAXCHILD];
+    int               nchildren;     /* __atomic */
+    unsigned char    *child_buf;     /* a page: a child's page on its way (child_lock) */
+    int               forked_copy;   /* this is the child's copy: nothing runs */
+
+    struct nv_gm_counters c;         /* __atomic */
+    struct nv_gm_hist hist;
+};
+
+#define NV_GM_CNT(r, f) __atomic_fetch_add(&(r)->c.f, 1, __ATOMIC_RELAXED)
+
+/* address of page in the region as it is mapped now (0: not mapped) */
+uintptr_t nv_gm_page_addr(struct nv_gm_region *r, uint64_t page);
+/* page of address (UINT64_MAX: not in the region) */
+uint64_t  nv_gm_addr_page(struct nv_gm_region *r, uintptr_t addr);
+uint64_t  nv_gm_seg_addr_page(const struct nv_gm_seg *seg, int nseg, uintptr_t addr);
+uintptr_t nv_gm_seg_page_addr(const struct nv_gm_seg *seg, int nseg, uint64_t page);
+
+/* pager_fault.c */
+int  nv_gm_fault_start(struct nv_gm_region *r);
+void *nv_gm_fault_thread(void *arg);
+
+/* pager_budget.c / pager_evict.c */
+void nv_gm_reserve(struct nv_gm_region *r);
+int  nv_gm_try_reserve(struct nv_gm_region *r);
+void nv_gm_unreserve(struct nv_gm_region *r, uint64_t n);
+void *nv_gm_evict_thread(void *arg);
+netvm_status_t nv_gm_sync(struct nv_gm_region *r);
+/* pages leaving the region: budget, read-ahead waste */
+void nv_gm_page_gone(struct nv_gm_region *r, uint32_t old);
+
+/* The owner of BUSY page p publishes it RESIDENT with flags (1); if the
+ * program discarded it meanwhile (DISCARD) it leaves the region instead,
+ * reads as zeros, and 0 is returned. */
+int  nv_gm_publish(struct nv_gm_region *r, uint64_t p, uint32_t flags);
+
+/* pager_ra.c */
+void nv_gm_readahead(struct nv_gm_region *r, uint64_t page);
+
+/* pager_events.c, pager_fork.c */
+void nv_gm_event(struct nv_gm_region *r, const struct uffd_msg *m);
+/* before page's store copy changes (write-back, discard): children that
+ * have not read it yet get the old one */
+void nv_gm_child_before_store(struct nv_gm_region *r, uint64_t first, uint64_t n);
+void nv_gm_child_add(struct nv_gm_region *r, int fd);
+void nv_gm_child_stop(struct nv_gm_region *r);
+void nv_gm_fork_init(void);
+void nv_gm_fork_track(struct nv_gm_region *r, int on);
+
+#endif

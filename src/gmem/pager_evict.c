@@ -1,0 +1,281 @@
+/* The evictor: one thread per region keeps resident pages under the
+ * budget. Victims come from a CLOCK over the page states, whose reference
+ * bit is set by the access information the pager really has: missing and
+ * write-protect faults (docs/gmem.md measures the alternatives). Clean
+ * victims are taken out and dropped at once; dirty ones are taken out
+ * (UFFDIO_MOVE, atomic: a later write faults as missing and waits), stored
+ * in runs of adjacent pages, and dropped when every copy is acknowledged.
+ * Sync and the early cleaner write dirty pages back without dropping them:
+ * the page is write-protected before its copy is taken, so a write during
+ * the write-back makes it dirty again instead of being lost. */
+#include "gmem/pager.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+struct wb_wait {
+    pthread_mutex_t lock;
+    pthread_cond_t  cond;
+    int             pending;
+    netvm_status_t  status;
+};
+
+static void wb_done(void *arg, netvm_status_t st)
+{
+    struct wb_wait *w = arg;
+    pthread_mutex_lock(&w->lock);
+    if (st != NETVM_OK)
+        w->status = st;
+    w->pending--;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void wb_init(struct wb_wait *w)
+{
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    w->pending = 0;
+    w->status = NETVM_OK;
+}
+
+static void wb_issue(struct nv_gm_region *r, struct wb_wait *w, uint64_t first, uint64_t n, const void *buf)
+{
+    nv_gm_child_before_store(r, first, n);
+    pthread_mutex_lock(&w->lock);
+    w->pending++;
+    pthread_mutex_unlock(&w->lock);
+    netvm_status_t st = r->store->ops->store_nb(r->store, first, n, buf, wb_done, w);
+    if (st != NETVM_OK)
+        wb_done(w, st);
+}
+
+static netvm_status_t wb_finish(struct wb_wait *w)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->pending)
+        pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->cond);
+    return w->status;
+}
+
+/* One batch of victims, at most NV_GM_STAGE: chosen, moved out to the
+ * staging slots in order, the dirty ones stored by runs. */
+struct batch {
+    uint64_t page[NV_GM_STAGE];
+    uint32_t old[NV_GM_STAGE];
+    int      n;
+};
+
+static void batch_finish(struct nv_gm_region *r, struct batch *b)
+{
+    struct wb_wait w;
+    wb_init(&w);
+    for (int i = 0; i < b->n;) {
+        if (!(b->old[i] & NV_GM_DIRTY)) {
+            i++;
+            continue;
+        }
+        int j = i + 1;
+        while (j < b->n && (b->old[j] & NV_GM_DIRTY) && b->page[j] == b->page[j - 1] + 1)
+            j++;
+        wb_issue(r, &w, b->page[i], (uint64_t)(j - i), r->stage + (size_t)i * NV_GM_PAGE);
+        i = j;
+    }
+    netvm_status_t st = wb_finish(&w);
+    for (int i = 0; i < b->n; i++) {
+        uint64_t p = b->page[i];
+        uintptr_t a = nv_gm_page_addr(r, p);
+        if ((b->old[i] & NV_GM_DIRTY) && st != NETVM_OK && a) {
+            /* not stored everywhere: the page comes back, resident and
+             * dirty (store.h), rather than risk its only copy */
+            if (nv_gm_uffd_copy(r->uffd, a, r->stage + (size_t)i * NV_GM_PAGE, NV_GM_PAGE, 0) == 0) {
+                __atomic_store_n(&r->state[p], NV_GM_RESIDENT | NV_GM_DIRTY | NV_GM_REF, __ATOMIC_RELEASE);
+                continue;
+            }
+        }
+        uint32_t s = __atomic_exchange_n(&r->state[p], NV_GM_ABSENT, __ATOMIC_ACQ_REL);
+        if (s & NV_GM_DISCARD)
+            r->store->ops->discard(r->store, p, 1);   /* discarded during its write-back */
+        NV_GM_CNT(r, evictions);
+        if (b->old[i] & NV_GM_DIRTY)
+            NV_GM_CNT(r, evictions_dirty);
+        nv_gm_page_gone(r, b->old[i]);
+        if (a)
+            nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
+    }
+    if (st != NETVM_OK)
+        nv_warn("gmem: a write-back failed (%s): its pages stay resident and dirty", netvm_strerror(st));
+    madvise(r->stage, (size_t)b->n * NV_GM_PAGE, MADV_DONTNEED);
+    b->n = 0;
+}
+
+/* Take page p out if it is a victim now: 1 taken, 0 not. */
+static int take(struct nv_gm_region *r, struct batch *b, uint64_t p)
+{
+    uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
+    if ((s & NV_GM_STATE) != NV_GM_RESIDENT)
+        return 0;
+    if (s & NV_GM_REF) {
+        __atomic_compare_exchange_n(&r->state[p], &s, s & ~(uint32_t)NV_GM_REF, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED);
+        return 0;
+    }
+    if (!__atomic_compare_exchange_n(&r->state[p], &s, (s & ~(uint32_t)NV_GM_STATE) | NV_GM_EVICTING, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return 0;
+    uintptr_t a = nv_gm_page_addr(r, p);
+    int e = a ? nv_gm_uffd_move(r->stage_fd, (uintptr_t)r->stage + (size_t)b->n * NV_GM_PAGE, a, NV_GM_PAGE)
+              : -ENOENT;
+    if (e == -ENOENT) {
+        /* nothing mapped there: the program discarded or unmapped it and
+         * the event is not read yet; it reads as zeros now */
+        __atomic_store_n(&r->state[p], NV_GM_ABSENT, __ATOMIC_RELEASE);
+        nv_gm_page_gone(r, s);
+        return 0;
+    }
+    if (e != 0) {
+        /* EBUSY: shared with a forked child (copy-on-write); EAGAIN: a
+         * transient lock. It stays, and is tried again on a later pass */
+        if (e == -EBUSY)
+            NV_GM_CNT(r, move_busy);
+        __atomic_store_n(&r->state[p], s | NV_GM_REF, __ATOMIC_RELEASE);
+        return 0;
+    }
+    b->page[b->n] = p;
+    b->old[b->n] = s;
+    b->n++;
+    return 1;
+}
+
+/* Evict until the count is down to the low watermark; returns the number
+ * of pages taken out. */
+static uint64_t evict_round(struct nv_gm_region *r)
+{
+    struct batch b = { .n = 0 };
+    uint64_t taken = 0, scanned = 0;
+    pthread_mutex_lock(&r->wb_lock);
+    while (__atomic_load_n(&r->resident, __ATOMIC_ACQUIRE) - (uint64_t)b.n > r->low_water &&
+           scanned < 3 * r->npages) {
+        uint64_t p = r->hand++ % r->npages;
+        scanned++;
+        if (b.n && p != b.page[b.n - 1] + 1 && b.n == NV_GM_STAGE)
+            batch_finish(r, &b);
+        if (take(r, &b, p)) {
+            taken++;
+            if (b.n == NV_GM_STAGE)
+                batch_finish(r, &b);
+        }
+    }
+    if (b.n)
+        batch_finish(r, &b);
+    pthread_mutex_unlock(&r->wb_lock);
+    return taken;
+}
+
+/* Write dirty pages back without dropping them (sync, early cleaner), at
+ * most max of them; the caller holds wb_lock. */
+static netvm_status_t clean(struct nv_gm_region *r, uint64_t max, unsigned char *buf)
+{
+    netvm_status_t res = NETVM_OK;
+    uint64_t done = 0;
+    for (uint64_t p = 0; p < r->npages && done < max;) {
+        uint64_t first = p, n = 0;
+        while (p < r->npages && n < NV_GM_STAGE && done < max) {
+            uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
+            if ((s & NV_GM_STATE) != NV_GM_RESIDENT || !(s & NV_GM_DIRTY) ||
+                !__atomic_compare_exchange_n(&r->state[p], &s, (s & ~(uint32_t)NV_GM_STATE) | NV_GM_BUSY, 0,
+                                             __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+                if (n)
+                    break;
+                first = ++p;
+                continue;
+            }
+            uintptr_t a = nv_gm_page_addr(r, p);
+            /* protected first: a write from now on faults and redirties it */
+            nv_gm_uffd_wp(r->uffd, a, NV_GM_PAGE, UFFDIO_WRITEPROTECT_MODE_WP);
+            memcpy(buf + n * NV_GM_PAGE, (const void *)a, NV_GM_PAGE);
+            if (!nv_gm_publish(r, p, s & ~(uint32_t)(NV_GM_STATE | NV_GM_DIRTY | NV_GM_DISCARD))) {
+                /* discarded by the program meanwhile: not written back */
+                p++;
+                break;
+            }
+            n++, p++, done++;
+        }
+        if (!n)
+            continue;
+        struct wb_wait w;
+        wb_init(&w);
+        wb_issue(r, &w, first, n, buf);
+        netvm_status_t st = wb_finish(&w);
+        if (st != NETVM_OK) {
+            res = st;
+            for (uint64_t q = first; q < first + n; q++)
+                __atomic_fetch_or(&r->state[q], NV_GM_DIRTY, __ATOMIC_ACQ_REL);
+        }
+    }
+    return res;
+}
+
+netvm_status_t nv_gm_sync(struct nv_gm_region *r)
+{
+    pthread_mutex_lock(&r->wb_lock);
+    netvm_status_t st = clean(r, UINT64_MAX, r->wb_buf);
+    pthread_mutex_unlock(&r->wb_lock);
+    return st;
+}
+
+void *nv_gm_evict_thread(void *arg)
+{
+    struct nv_gm_region *r = arg;
+    uint64_t trigger = r->budget - (r->budget - r->low_water) / 2;
+    pthread_mutex_lock(&r->ev_lock);
+    while (!r->stopping) {
+        if (__atomic_load_n(&r->resident, __ATOMIC_ACQUIRE) < trigger && !r->room_waiters) {
+            if (r->write_policy == NETVM_GMEM_WRITE_EARLY) {
+                /* the early cleaner: a slice of dirty pages every 10 ms */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 10000000;
+                if (ts.tv_nsec >= 1000000000) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000;
+                }
+                if (pthread_cond_timedwait(&r->ev_cond, &r->ev_lock, &ts) == ETIMEDOUT && !r->stopping) {
+                    pthread_mutex_unlock(&r->ev_lock);
+                    pthread_mutex_lock(&r->wb_lock);
+                    clean(r, NV_GM_STAGE, r->wb_buf);
+                    pthread_mutex_unlock(&r->wb_lock);
+                    pthread_mutex_lock(&r->ev_lock);
+                }
+            } else {
+                pthread_cond_wait(&r->ev_cond, &r->ev_lock);
+            }
+            continue;
+        }
+        pthread_mutex_unlock(&r->ev_lock);
+        uint64_t taken = evict_round(r);
+        pthread_mutex_lock(&r->ev_lock);
+        pthread_cond_broadcast(&r->room_cond);
+        if (!taken && r->room_waiters && !r->stopping) {
+            /* nothing could go (every resident page busy or shared with a
+             * forked child): let the hand pass again after a pause rather
+             * than spin */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&r->ev_cond, &r->ev_lock, &ts);
+        }
+    }
+    pthread_mutex_unlock(&r->ev_lock);
+    return NULL;
+}

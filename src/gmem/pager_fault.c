@@ -1,0 +1,238 @@
+/* The fault threads: each polls the region's uffd, reads its messages
+ * without blocking and serves them. A missing fault on a page never stored
+ * is filled with UFFDIO_ZEROPAGE; otherwise the page is fetched into the
+ * thread's own buffer and placed with UFFDIO_COPY, write-protected so the
+ * first write is seen (pager.h). Nothing here allocates, prints or touches
+ * the region's memory. */
+#include "gmem/pager.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The reason a page is lost, written with write(2) from a static buffer:
+ * the fault path must not call the formatted logger. */
+static void log_lost(struct nv_gm_region *r, uint64_t page, netvm_status_t st)
+{
+    static const char head[] = "netvm gmem: ERROR: page ";
+    char msg[160], num[24];
+    int n = 0, k = 0;
+    uint64_t v = page;
+    do
+        num[k++] = (char)('0' + v % 10);
+    while ((v /= 10) && k < 20);
+    memcpy(msg, head, sizeof head - 1);
+    n = sizeof head - 1;
+    while (k)
+        msg[n++] = num[--k];
+    const char *tail = r->caps.features & UFFD_FEATURE_POISON
+                           ? " of a region has no readable copy left (every server holding it failed): "
+                             "poisoned, its accesses get SIGBUS\n"
+                           : " of a region has no readable copy left: this kernel has no UFFDIO_POISON, "
+                             "the faulting thread stays blocked\n";
+    size_t tl = strlen(tail);
+    memcpy(msg + n, tail, tl < sizeof msg - (size_t)n ? tl : sizeof msg - (size_t)n);
+    n += (int)(tl < sizeof msg - (size_t)n ? tl : sizeof msg - (size_t)n);
+    (void)st;
+    if (write(2, msg, (size_t)n) < 0) { /* nothing to do: stderr is gone */ }
+}
+
+/* A page whose every copy is gone: SIGBUS for whoever touches it. */
+static void lose_page(struct nv_gm_region *r, uint64_t p, uintptr_t addr, netvm_status_t st)
+{
+    __atomic_store_n(&r->state[p], NV_GM_LOST, __ATOMIC_RELEASE);
+    nv_gm_unreserve(r, 1);
+    NV_GM_CNT(r, poisoned);
+    log_lost(r, p, st);
+    if (r->caps.features & UFFD_FEATURE_POISON)
+        nv_gm_uffd_poison(r->uffd, addr, NV_GM_PAGE);
+}
+
+/* The placement failed: EAGAIN (the mm is changing: an event waits to be
+ * read, perhaps by this very thread) or the range is gone. Give the page
+ * back and wake the faulting thread: it retries the access and faults
+ * again once the event is read. */
+static void unplace(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
+{
+    __atomic_store_n(&r->state[p], NV_GM_ABSENT, __ATOMIC_RELEASE);
+    nv_gm_unreserve(r, 1);
+    nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
+}
+
+/* EEXIST: something is already mapped there (a racing placement the page
+ * states did not serialize, e.g. around mremap). Keep what is there, and
+ * count it dirty since the pager did not write-protect it. */
+static void already(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
+{
+    NV_GM_CNT(r, eexist);
+    nv_gm_publish(r, p, NV_GM_DIRTY);
+    nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
+}
+
+static void place_zero(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
+{
+    NV_GM_CNT(r, zero_fills);
+    int e = nv_gm_uffd_zeropage(r->uffd, addr, NV_GM_PAGE, UFFDIO_ZEROPAGE_MODE_DONTWAKE);
+    if (e == 0) {
+        /* the zero page is mapped writable-on-COW: protect it so the
+         * first write is seen, before any thread is let in */
+        nv_gm_uffd_wp(r->uffd, addr, NV_GM_PAGE, UFFDIO_WRITEPROTECT_MODE_WP);
+        nv_gm_publish(r, p, 0);
+        nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
+    } else if (e == -EEXIST) {
+        already(r, p, addr);
+    } else {
+        if (e == -EAGAIN)
+            NV_GM_CNT(r, eagain);
+        unplace(r, p, addr);
+    }
+}
+
+static void missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, void *buf, uint64_t t0)
+{
+    uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
+    for (;;) {
+        switch (s & NV_GM_STATE) {
+        case NV_GM_ABSENT:
+            if (__atomic_compare_exchange_n(&r->state[p], &s, NV_GM_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                goto owned;
+            continue;
+        case NV_GM_RESIDENT:
+            /* placed by another thread after this fault was raised */
+            nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
+            return;
+        case NV_GM_LOST:
+            if (r->caps.features & UFFD_FEATURE_POISON)
+                nv_gm_uffd_poison(r->uffd, addr, NV_GM_PAGE);
+            return;
+        default:
+            /* BUSY or EVICTING: its owner wakes the range when done, and
+             * one fetch serves every thread waiting on the page */
+            return;
+        }
+    }
+owned:
+    NV_GM_CNT(r, faults);
+    uint64_t prev = __atomic_exchange_n(&r->last_fault, p + 1, __ATOMIC_RELAXED);
+    nv_gm_reserve(r);
+    if (!r->store->ops->has(r->store, p)) {
+        place_zero(r, p, addr);
+    } else {
+        netvm_status_t st = r->store->ops->fetch(r->store, p, buf);
+        if (st == NETVM_ERR_NOTFOUND) {
+            place_zero(r, p, addr);
+        } else if (st != NETVM_OK) {
+            lose_page(r, p, addr, st);
+            return;
+        } else {
+            int e = nv_gm_uffd_copy(r->uffd, addr, buf, NV_GM_PAGE, UFFDIO_COPY_MODE_WP);
+            if (e == 0) {
+                nv_gm_publish(r, p, 0);
+                nv_gm_hist_add(&r->hist, now_ns() - t0);
+            } else if (e == -EEXIST) {
+                already(r, p, addr);
+            } else {
+                if (e == -EAGAIN)
+                    NV_GM_CNT(r, eagain);
+                unplace(r, p, addr);
+            }
+        }
+    }
+    if (r->ra_window > 0 && (prev == p || p == __atomic_load_n(&r->ra_next, __ATOMIC_RELAXED)))
+        nv_gm_readahead(r, p);
+}
+
+static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
+{
+    uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
+    for (;;) {
+        switch (s & NV_GM_STATE) {
+        case NV_GM_RESIDENT: {
+            uint32_t keep = s & ~(uint32_t)(NV_GM_STATE | NV_GM_RA);
+            if (!__atomic_compare_exchange_n(&r->state[p], &s, NV_GM_BUSY | keep, 0, __ATOMIC_ACQ_REL,
+                                             __ATOMIC_ACQUIRE))
+                continue;
+            if (s & NV_GM_RA)
+                NV_GM_CNT(r, ra_hits);
+            NV_GM_CNT(r, wp_faults);
+            /* dirty before writable: an evictor that sees the page next
+             * sees it dirty; it cannot see it meanwhile (BUSY) */
+            nv_gm_uffd_wp(r->uffd, addr, NV_GM_PAGE, 0);
+            nv_gm_publish(r, p, keep | NV_GM_DIRTY);
+            return;
+        }
+        case NV_GM_BUSY:
+            /* the owner is between placing the page and publishing it */
+            sched_yield();
+            s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
+            continue;
+        case NV_GM_EVICTING:
+            return;      /* the evictor wakes the range when the page is out */
+        default:
+            /* gone since: the retried access faults as missing */
+            nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
+            return;
+        }
+    }
+}
+
+static void fault(struct nv_gm_region *r, const struct uffd_msg *m, void *buf)
+{
+    uint64_t t0 = now_ns();
+    uintptr_t addr = (uintptr_t)m->arg.pagefault.address & ~(uintptr_t)(NV_GM_PAGE - 1);
+    pthread_rwlock_rdlock(&r->seg_lock);
+    uint64_t p = nv_gm_seg_addr_page(r->seg, r->nseg, addr);
+    pthread_rwlock_unlock(&r->seg_lock);
+    if (p == UINT64_MAX) {
+        /* beyond the region (it was grown by mremap): ordinary zeros,
+         * not managed (docs/gmem.md, "mremap") */
+        if (nv_gm_uffd_zeropage(r->uffd, addr, NV_GM_PAGE, 0) != 0)
+            nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
+        return;
+    }
+    if (m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)
+        wprotect(r, p, addr);
+    else
+        missing(r, p, addr, buf, t0);
+}
+
+void *nv_gm_fault_thread(void *arg)
+{
+    struct nv_gm_region *r = arg;
+    void *buf = mmap(NULL, NV_GM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED)
+        return NULL;
+    struct pollfd pf[2] = { { .fd = r->uffd, .events = POLLIN }, { .fd = r->stop_fd, .events = POLLIN } };
+    struct uffd_msg msg[16];
+    for (;;) {
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (pf[1].revents)
+            break;
+        ssize_t n = read(r->uffd, msg, sizeof msg);
+        if (n <= 0)
+            continue;
+        for (ssize_t i = 0; i < n / (ssize_t)sizeof msg[0]; i++) {
+            if (msg[i].event == UFFD_EVENT_PAGEFAULT)
+                fault(r, &msg[i], buf);
+            else
+                nv_gm_event(r, &msg[i]);
+        }
+    }
+    munmap(buf, NV_GM_PAGE);
+    return NULL;
+}

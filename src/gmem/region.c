@@ -1,0 +1,325 @@
+/* The region API of include/netvm/gmem.h: a private anonymous mapping
+ * (transparent huge pages off) registered with userfaultfd for missing
+ * and write-protect faults, its pager threads, and its store. */
+#include "gmem/pager.h"
+#include "util/config.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* until the remote store is merged into this branch (removed then) */
+#pragma weak nv_gstore_remote_open
+
+struct netvm_gmem {
+    struct nv_gm_region r;
+};
+
+/* What the pager needs of the kernel: write-protect faults (dirty
+ * tracking) and UFFDIO_MOVE (atomic eviction), both in any 6.8+ kernel;
+ * the events and POISON are used when present (docs/gmem.md). */
+#define NV_GM_FEATURES_NEEDED (UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_MOVE)
+#define NV_GM_FEATURES_WANTED                                                                                  \
+    (NV_GM_FEATURES_NEEDED | UFFD_FEATURE_EVENT_FORK | UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_EVENT_REMOVE |  \
+     UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_POISON)
+
+static void *map_anon(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+struct opts {
+    uint64_t budget;      /* pages */
+    int      readahead, write_policy, threads, local;
+};
+
+static netvm_status_t resolve(const netvm_gmem_opts_t *o, struct opts *out)
+{
+    long long budget = o && o->budget ? (long long)o->budget
+                                      : nv_config_size("NETVM_GMEM_BUDGET", NV_GM_PAGE, (long long)1 << 50);
+    out->budget = (uint64_t)budget / NV_GM_PAGE;
+    int ra = o && o->readahead ? o->readahead : (int)nv_config_long("NETVM_GMEM_READAHEAD", 0, NV_GM_RABUF);
+    if (ra < 0)
+        ra = 0;
+    if (ra > NV_GM_RABUF) {
+        nv_error("gmem: read-ahead of %d pages asked; at most %d", ra, NV_GM_RABUF);
+        return NETVM_ERR_INVAL;
+    }
+    out->readahead = ra;
+    if (o && o->write_policy) {
+        out->write_policy = o->write_policy;
+    } else {
+        const char *w = nv_config_str("NETVM_GMEM_WRITE");
+        if (w && !strcasecmp(w, "early"))
+            out->write_policy = NETVM_GMEM_WRITE_EARLY;
+        else if (!w || !strcasecmp(w, "back"))
+            out->write_policy = NETVM_GMEM_WRITE_BACK;
+        else {
+            nv_error("gmem: NETVM_GMEM_WRITE=%s: back or early", w);
+            return NETVM_ERR_INVAL;
+        }
+    }
+    if (out->write_policy != NETVM_GMEM_WRITE_BACK && out->write_policy != NETVM_GMEM_WRITE_EARLY)
+        return NETVM_ERR_INVAL;
+    out->threads = o && o->fault_threads ? o->fault_threads : (int)nv_config_long("NETVM_GMEM_THREADS", 1, 64);
+    if (out->threads < 1 || out->threads > 64)
+        return NETVM_ERR_INVAL;
+    const char *s = nv_config_str("NETVM_GMEM_STORE");
+    if (s && !strcasecmp(s, "local"))
+        out->local = 1;
+    else if (!s || !strcasecmp(s, "remote"))
+        out->local = 0;
+    else {
+        nv_error("gmem: NETVM_GMEM_STORE=%s: remote or local", s);
+        return NETVM_ERR_INVAL;
+    }
+    /* room for every fault thread's page, a read-ahead window and an
+     * eviction batch, or the evictor could find nothing to take */
+    uint64_t least = (uint64_t)(2 * out->threads + out->readahead + NV_GM_STAGE);
+    if (out->budget < least) {
+        nv_error("gmem: a budget of %llu pages is too small with %d fault threads and read-ahead %d: at least "
+                 "%llu pages (%llu KiB)", (unsigned long long)out->budget, out->threads, out->readahead,
+                 (unsigned long long)least, (unsigned long long)least * 4);
+        return NETVM_ERR_INVAL;
+    }
+    return NETVM_OK;
+}
+
+static void region_free(struct nv_gm_region *r)
+{
+    if (r->uffd >= 0)
+        close(r->uffd);
+    if (r->stage_fd >= 0)
+        close(r->stage_fd);
+    if (r->stop_fd >= 0)
+        close(r->stop_fd);
+    for (int i = 0; i < r->nseg; i++)
+        munmap((void *)r->seg[i].start, r->seg[i].n * NV_GM_PAGE);
+    if (r->stage)
+        munmap(r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE);
+    if (r->state)
+        munmap(r->state, r->npages * sizeof *r->state);
+    if (r->ra_buf)
+        munmap(r->ra_buf, NV_GM_RABUF * NV_GM_PAGE);
+    if (r->wb_buf)
+        munmap(r->wb_buf, NV_GM_STAGE * NV_GM_PAGE);
+    if (r->child_buf)
+        munmap(r->child_buf, NV_GM_PAGE);
+    if (r->store)
+        r->store->ops->close(r->store);
+    free(r->fault_thr);
+    free(r);
+}
+
+static netvm_status_t open_uffds(struct nv_gm_region *r)
+{
+    char why[512];
+    int fd = nv_gm_uffd_open(NV_GM_FEATURES_WANTED, &r->caps, why, sizeof why);
+    if (fd < 0) {
+        nv_error("gmem: %s", why);
+        return NETVM_ERR_UNSUPPORTED;
+    }
+    r->uffd = fd;
+    if ((r->caps.features & NV_GM_FEATURES_NEEDED) != NV_GM_FEATURES_NEEDED) {
+        nv_error("gmem: this kernel's userfaultfd lacks %s%s (Linux 6.8 or later has both)",
+                 r->caps.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP ? "" : "write-protect faults (dirty tracking) ",
+                 r->caps.features & UFFD_FEATURE_MOVE ? "" : "UFFDIO_MOVE (atomic eviction)");
+        return NETVM_ERR_UNSUPPORTED;
+    }
+    struct nv_gm_uffd_caps c2;
+    r->stage_fd = nv_gm_uffd_open(UFFD_FEATURE_MOVE, &c2, why, sizeof why);
+    if (r->stage_fd < 0) {
+        nv_error("gmem: %s", why);
+        return NETVM_ERR_UNSUPPORTED;
+    }
+    return NETVM_OK;
+}
+
+netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts, netvm_gmem_t **region,
+                              void **addr)
+{
+    if (!len || !region || !addr)
+        return NETVM_ERR_INVAL;
+    struct opts o;
+    netvm_status_t st = resolve(opts, &o);
+    if (st != NETVM_OK)
+        return st;
+    if (!o.local && !ctx)
+        return NETVM_ERR_INVAL;
+    struct nv_gm_region *r = calloc(1, sizeof(struct netvm_gmem));
+    if (!r)
+        return NETVM_ERR_NOMEM;
+    r->uffd = r->stage_fd = r->stop_fd = -1;
+    for (int i = 0; i < NV_GM_MAXCHILD; i++)
+        r->child[i].fd = -1;
+    r->ctx = ctx;
+    r->npages = (len + NV_GM_PAGE - 1) / NV_GM_PAGE;
+    r->len = r->npages * NV_GM_PAGE;
+    r->budget = o.budget;
+    r->low_water = o.budget - (o.budget / 32 > 4 ? o.budget / 32 : 4);
+    r->ra_window = o.readahead;
+    r->write_policy = o.write_policy;
+    r->nthreads = o.threads;
+    r->ra_free = ~(uint64_t)0;
+    pthread_rwlock_init(&r->seg_lock, NULL);
+    pthread_mutex_init(&r->ev_lock, NULL);
+    pthread_cond_init(&r->ev_cond, NULL);
+    pthread_cond_init(&r->room_cond, NULL);
+    pthread_mutex_init(&r->wb_lock, NULL);
+    pthread_mutex_init(&r->drop_lock, NULL);
+    pthread_mutex_init(&r->child_lock, NULL);
+
+    st = open_uffds(r);
+    if (st != NETVM_OK)
+        goto fail;
+    st = NETVM_ERR_NOMEM;
+    void *base = map_anon(r->len);
+    if (!base)
+        goto fail;
+    r->seg[0] = (struct nv_gm_seg){ (uintptr_t)base, 0, r->npages };
+    r->nseg = 1;
+    r->stage = map_anon((NV_GM_STAGE + 1) * NV_GM_PAGE);
+    r->state = map_anon(r->npages * sizeof *r->state);
+    r->ra_buf = map_anon(NV_GM_RABUF * NV_GM_PAGE);
+    r->wb_buf = map_anon(NV_GM_STAGE * NV_GM_PAGE);
+    r->child_buf = map_anon(NV_GM_PAGE);
+    r->fault_thr = calloc((size_t)o.threads, sizeof *r->fault_thr);
+    if (!r->stage || !r->state || !r->ra_buf || !r->wb_buf || !r->child_buf || !r->fault_thr)
+        goto fail;
+    /* a huge page would be placed and evicted as one: the pager works in
+     * 4 KiB pages */
+    madvise(base, r->len, MADV_NOHUGEPAGE);
+    madvise(r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE, MADV_NOHUGEPAGE);
+    int e = nv_gm_uffd_register(r->uffd, base, r->len, UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP);
+    if (e == 0)
+        e = nv_gm_uffd_register(r->stage_fd, r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE,
+                                UFFDIO_REGISTER_MODE_MISSING);
+    if (e) {
+        nv_error("gmem: UFFDIO_REGISTER failed: %s", strerror(-e));
+        st = NETVM_ERR_SYS;
+        goto fail;
+    }
+    if (!o.local && !nv_gstore_remote_open) {
+        nv_error("gmem: this build has no remote store yet; NETVM_GMEM_STORE=local keeps pages in this process");
+        st = NETVM_ERR_UNSUPPORTED;
+        goto fail;
+    }
+    st = o.local ? nv_gstore_local_open(r->npages, &r->store) : nv_gstore_remote_open(ctx, r->npages, opts, &r->store);
+    if (st != NETVM_OK)
+        goto fail;
+    r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->stop_fd < 0) {
+        st = NETVM_ERR_SYS;
+        goto fail;
+    }
+    nv_gm_fork_init();
+    int started = 0;
+    for (; started < o.threads; started++)
+        if (pthread_create(&r->fault_thr[started], NULL, nv_gm_fault_thread, r))
+            break;
+    if (started < o.threads || pthread_create(&r->evict_thr, NULL, nv_gm_evict_thread, r)) {
+        uint64_t one = 1;
+        if (write(r->stop_fd, &one, sizeof one) < 0) { /* joined below regardless */ }
+        for (int i = 0; i < started; i++)
+            pthread_join(r->fault_thr[i], NULL);
+        st = NETVM_ERR_SYS;
+        goto fail;
+    }
+    nv_gm_fork_track(r, 1);
+    nv_debug("gmem: region of %llu pages at %p, budget %llu pages, read-ahead %d, %d fault threads, %s store",
+             (unsigned long long)r->npages, base, (unsigned long long)r->budget, r->ra_window, r->nthreads,
+             o.local ? "local" : "remote");
+    *region = (netvm_gmem_t *)r;
+    *addr = base;
+    return NETVM_OK;
+fail:
+    region_free(r);
+    return st;
+}
+
+netvm_status_t netvm_gmem_unmap(netvm_gmem_t *region)
+{
+    if (!region)
+        return NETVM_ERR_INVAL;
+    struct nv_gm_region *r = &region->r;
+    if (r->forked_copy) {
+        /* a forked child's copy: the parent serves it and keeps the store */
+        for (int i = 0; i < r->nseg; i++)
+            munmap((void *)r->seg[i].start, r->seg[i].n * NV_GM_PAGE);
+        return NETVM_OK;
+    }
+    nv_gm_fork_track(r, 0);
+    pthread_mutex_lock(&r->ev_lock);
+    r->stopping = 1;
+    pthread_cond_broadcast(&r->ev_cond);
+    pthread_cond_broadcast(&r->room_cond);
+    pthread_mutex_unlock(&r->ev_lock);
+    uint64_t one = 1;
+    if (write(r->stop_fd, &one, sizeof one) < 0)
+        return NETVM_ERR_SYS;
+    for (int i = 0; i < r->nthreads; i++)
+        pthread_join(r->fault_thr[i], NULL);
+    pthread_join(r->evict_thr, NULL);
+    nv_gm_child_stop(r);
+    /* closing the uffd unregisters the range, so the munmap below raises
+     * no event that nobody would read */
+    close(r->uffd);
+    r->uffd = -1;
+    region_free(r);
+    return NETVM_OK;
+}
+
+netvm_status_t netvm_gmem_sync(netvm_gmem_t *region)
+{
+    if (!region || region->r.forked_copy)
+        return NETVM_ERR_INVAL;
+    return nv_gm_sync(&region->r);
+}
+
+void *netvm_gmem_addr(const netvm_gmem_t *region)
+{
+    return region ? (void *)region->r.seg[0].start : NULL;
+}
+
+size_t netvm_gmem_len(const netvm_gmem_t *region)
+{
+    return region ? region->r.len : 0;
+}
+
+#define LD(f) __atomic_load_n(&r->c.f, __ATOMIC_RELAXED)
+
+netvm_status_t netvm_gmem_stats(const netvm_gmem_t *region, netvm_gmem_stats_t *s)
+{
+    if (!region || !s)
+        return NETVM_ERR_INVAL;
+    const struct nv_gm_region *r = &region->r;
+    const struct nv_gstore *st = r->store;
+    *s = (netvm_gmem_stats_t){
+        .faults = LD(faults), .zero_fills = LD(zero_fills),
+        .remote_fetches = __atomic_load_n(&st->remote_fetches, __ATOMIC_RELAXED),
+        .readahead_issued = LD(ra_issued), .readahead_hits = LD(ra_hits), .readahead_waste = LD(ra_waste),
+        .evictions = LD(evictions), .evictions_dirty = LD(evictions_dirty),
+        .writebacks = __atomic_load_n(&st->writebacks, __ATOMIC_RELAXED),
+        .bytes_in = __atomic_load_n(&st->bytes_in, __ATOMIC_RELAXED),
+        .bytes_out = __atomic_load_n(&st->bytes_out, __ATOMIC_RELAXED),
+        .resident_pages = __atomic_load_n(&r->resident, __ATOMIC_RELAXED), .budget_pages = r->budget,
+        .fault_ns_p50 = nv_gm_hist_pct(&r->hist, 0.50), .fault_ns_p99 = nv_gm_hist_pct(&r->hist, 0.99),
+        .fault_ns_p999 = nv_gm_hist_pct(&r->hist, 0.999),
+        .fault_ns_max = __atomic_load_n(&r->hist.max, __ATOMIC_RELAXED),
+    };
+    return NETVM_OK;
+}
+
+netvm_status_t netvm_gmem_health(const netvm_gmem_t *region, netvm_gmem_health_t *h)
+{
+    if (!region || !h)
+        return NETVM_ERR_INVAL;
+    region->r.store->ops->health(region->r.store, h);
+    return NETVM_OK;
+}
