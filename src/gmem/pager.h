@@ -146,7 +146,13 @@ uint64_t  nv_gm_addr_page(struct nv_gm_region *r, uintptr_t addr);
 uint64_t  nv_gm_seg_addr_page(const struct nv_gm_seg *seg, int nseg, uintptr_t addr);
 uintptr_t nv_gm_seg_page_addr(const struct nv_gm_seg *seg, int nseg, uint64_t page);
 
+/* The pager state of a region (region.c), for the tests' white-box checks. */
+struct nv_gm_region *nv_gm_region_of(netvm_gmem_t *g);
+
 /* pager_fault.c */
+/* Serve one fault message with buf as the fetch buffer (a fault thread's
+ * loop; the tests call it with messages of their own). */
+void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf);
 int  nv_gm_fault_start(struct nv_gm_region *r);
 void *nv_gm_fault_thread(void *arg);
 

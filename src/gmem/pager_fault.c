@@ -187,7 +187,7 @@ static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
     }
 }
 
-static void fault(struct nv_gm_region *r, const struct uffd_msg *m, void *buf)
+void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf)
 {
     uint64_t t0 = now_ns();
     uintptr_t addr = (uintptr_t)m->arg.pagefault.address & ~(uintptr_t)(NV_GM_PAGE - 1);
@@ -228,7 +228,7 @@ void *nv_gm_fault_thread(void *arg)
             continue;
         for (ssize_t i = 0; i < n / (ssize_t)sizeof msg[0]; i++) {
             if (msg[i].event == UFFD_EVENT_PAGEFAULT)
-                fault(r, &msg[i], buf);
+                nv_gm_fault_msg(r, &msg[i], buf);
             else
                 nv_gm_event(r, &msg[i]);
         }

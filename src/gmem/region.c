@@ -20,6 +20,11 @@ struct netvm_gmem {
     struct nv_gm_region r;
 };
 
+struct nv_gm_region *nv_gm_region_of(netvm_gmem_t *g)
+{
+    return &g->r;
+}
+
 /* What the pager needs of the kernel: write-protect faults (dirty
  * tracking) and UFFDIO_MOVE (atomic eviction), both in any 6.8+ kernel;
  * the events and POISON are used when present (docs/gmem.md). */
