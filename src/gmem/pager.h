@@ -169,6 +169,9 @@ void nv_gm_page_gone(struct nv_gm_region *r, uint32_t old);
  * program discarded it meanwhile (DISCARD) it leaves the region instead,
  * reads as zeros, and 0 is returned. */
 int  nv_gm_publish(struct nv_gm_region *r, uint64_t p, uint32_t flags);
+/* The owner of BUSY page p takes it out of the region (it reads as zeros
+ * or is fetched again) and wakes its waiters. */
+void nv_gm_drop(struct nv_gm_region *r, uint64_t p, uint32_t flags);
 
 /* pager_ra.c */
 void nv_gm_readahead(struct nv_gm_region *r, uint64_t page);

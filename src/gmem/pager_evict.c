@@ -137,6 +137,8 @@ static int take(struct nv_gm_region *r, struct batch *b, uint64_t p)
          * the event is not read yet; it reads as zeros now */
         __atomic_store_n(&r->state[p], NV_GM_ABSENT, __ATOMIC_RELEASE);
         nv_gm_page_gone(r, s);
+        if (a)
+            nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);   /* faults that saw it EVICTING */
         return 0;
     }
     if (e != 0) {
@@ -145,6 +147,7 @@ static int take(struct nv_gm_region *r, struct batch *b, uint64_t p)
         if (e == -EBUSY)
             NV_GM_CNT(r, move_busy);
         __atomic_store_n(&r->state[p], s | NV_GM_REF, __ATOMIC_RELEASE);
+        nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);       /* writers that saw it EVICTING */
         return 0;
     }
     b->page[b->n] = p;
@@ -198,7 +201,12 @@ static netvm_status_t clean(struct nv_gm_region *r, uint64_t max, unsigned char 
             }
             uintptr_t a = nv_gm_page_addr(r, p);
             /* protected first: a write from now on faults and redirties it */
-            nv_gm_uffd_wp(r->uffd, a, NV_GM_PAGE, UFFDIO_WRITEPROTECT_MODE_WP);
+            if (!a || nv_gm_uffd_wp(r->uffd, a, NV_GM_PAGE, UFFDIO_WRITEPROTECT_MODE_WP) != 0) {
+                /* EAGAIN (the mm is changing): left dirty for next time */
+                nv_gm_publish(r, p, s & ~(uint32_t)(NV_GM_STATE | NV_GM_DISCARD));
+                p++;
+                break;
+            }
             memcpy(buf + n * NV_GM_PAGE, (const void *)a, NV_GM_PAGE);
             if (!nv_gm_publish(r, p, s & ~(uint32_t)(NV_GM_STATE | NV_GM_DIRTY | NV_GM_DISCARD))) {
                 /* discarded by the program meanwhile: not written back */

@@ -87,7 +87,13 @@ static void place_zero(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
     if (e == 0) {
         /* the zero page is mapped writable-on-COW: protect it so the
          * first write is seen, before any thread is let in */
-        nv_gm_uffd_wp(r->uffd, addr, NV_GM_PAGE, UFFDIO_WRITEPROTECT_MODE_WP);
+        if (nv_gm_uffd_wp(r->uffd, addr, NV_GM_PAGE, UFFDIO_WRITEPROTECT_MODE_WP) != 0) {
+            /* EAGAIN (the mm is changing): unprotected, its writes would
+             * go unseen; out again, the retried access faults anew */
+            NV_GM_CNT(r, eagain);
+            nv_gm_drop(r, p, 0);
+            return;
+        }
         nv_gm_publish(r, p, 0);
         nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
     } else if (e == -EEXIST) {
@@ -168,7 +174,14 @@ static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
             NV_GM_CNT(r, wp_faults);
             /* dirty before writable: an evictor that sees the page next
              * sees it dirty; it cannot see it meanwhile (BUSY) */
-            nv_gm_uffd_wp(r->uffd, addr, NV_GM_PAGE, 0);
+            if (nv_gm_uffd_wp(r->uffd, addr, NV_GM_PAGE, 0) != 0) {
+                /* EAGAIN (the mm is changing): still protected and clean;
+                 * the woken writer faults again once the event is read */
+                NV_GM_CNT(r, eagain);
+                nv_gm_publish(r, p, keep | (s & NV_GM_RA));
+                nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
+                return;
+            }
             nv_gm_publish(r, p, keep | NV_GM_DIRTY);
             return;
         }

@@ -36,24 +36,29 @@ uint64_t nv_gm_addr_page(struct nv_gm_region *r, uintptr_t addr)
     return p;
 }
 
+void nv_gm_drop(struct nv_gm_region *r, uint64_t p, uint32_t flags)
+{
+    uintptr_t a = nv_gm_page_addr(r, p);
+    unsigned char *slot = r->stage + NV_GM_STAGE * NV_GM_PAGE;
+    if (a) {
+        /* out without an event on the region (pager.h) */
+        pthread_mutex_lock(&r->drop_lock);
+        if (nv_gm_uffd_move(r->stage_fd, (uintptr_t)slot, a, NV_GM_PAGE) == 0)
+            madvise(slot, NV_GM_PAGE, MADV_DONTNEED);
+        pthread_mutex_unlock(&r->drop_lock);
+    }
+    __atomic_store_n(&r->state[p], NV_GM_ABSENT, __ATOMIC_RELEASE);
+    nv_gm_page_gone(r, flags);
+    if (a)
+        nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
+}
+
 int nv_gm_publish(struct nv_gm_region *r, uint64_t p, uint32_t flags)
 {
     uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
     for (;;) {
         if (s & NV_GM_DISCARD) {
-            uintptr_t a = nv_gm_page_addr(r, p);
-            unsigned char *slot = r->stage + NV_GM_STAGE * NV_GM_PAGE;
-            if (a) {
-                /* out without an event on the region (pager.h) */
-                pthread_mutex_lock(&r->drop_lock);
-                if (nv_gm_uffd_move(r->stage_fd, (uintptr_t)slot, a, NV_GM_PAGE) == 0)
-                    madvise(slot, NV_GM_PAGE, MADV_DONTNEED);
-                pthread_mutex_unlock(&r->drop_lock);
-            }
-            __atomic_store_n(&r->state[p], NV_GM_ABSENT, __ATOMIC_RELEASE);
-            nv_gm_page_gone(r, flags);
-            if (a)
-                nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
+            nv_gm_drop(r, p, flags);
             return 0;
         }
         if (__atomic_compare_exchange_n(&r->state[p], &s, NV_GM_RESIDENT | NV_GM_REF | flags, 0, __ATOMIC_ACQ_REL,

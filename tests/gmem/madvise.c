@@ -1,0 +1,86 @@
+/* The program's own MADV_DONTNEED on a region: the pages read as zeros
+ * afterwards (resident ones and evicted ones alike), the others keep their
+ * data, and the store forgets them. Then the same while other threads
+ * fault: a placement that meets the mm changing (UFFDIO_COPY's EAGAIN) is
+ * retried, and nothing is lost.
+ * Usage: madvise BUDGET_PAGES ROUNDS */
+#include "gmem_test.h"
+#include "gmem/pager.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static unsigned char *m;
+static size_t npages, budget;
+static uint32_t *ver;
+static int stop;
+
+/* threads 1..: their own pages, verified and rewritten */
+static void *faulter(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    uint64_t seed = 77 + (uint64_t)id;
+    while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+        size_t p = (gt_rand(&seed) % (npages / 4)) * 4 + (size_t)id;
+        if (!gt_check(m + p * GPAGE, p, ver[p]))
+            FAILF("faulter %d: page %zu wrong", id, p);
+        gt_fill(m + p * GPAGE, p, ++ver[p]);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    budget = argc > 1 ? strtoul(argv[1], NULL, 0) : 512;
+    int rounds = argc > 2 ? atoi(argv[2]) : 2000;
+    npages = 4 * budget;
+    netvm_gmem_opts_t o = { .budget = budget * GPAGE };
+    netvm_gmem_t *g;
+    CHECK_OK(netvm_gmem_map(NULL, npages * GPAGE, &o, &g, (void **)&m));
+    struct nv_gm_region *r = nv_gm_region_of(g);
+    ver = calloc(npages, sizeof *ver);
+    for (size_t p = 0; p < npages; p++)
+        gt_fill(m + p * GPAGE, p, ver[p] = 1);
+    /* the first pages are evicted by now, the last ones resident */
+    CHECK(gt_resident(m, 64 * GPAGE) == 0);
+    CHECK(gt_resident(m + (npages - 64) * GPAGE, 64 * GPAGE) == 64);
+    for (size_t p = 0; p < npages; p += 8) {
+        CHECK(madvise(m + p * GPAGE, 2 * GPAGE, MADV_DONTNEED) == 0);
+        ver[p] = ver[p + 1] = 0;
+    }
+    for (size_t p = 0; p < npages; p++)
+        if (!gt_check(m + p * GPAGE, p, ver[p]))
+            FAILF("after madvise: page %zu is not %s", p, ver[p] ? "its data" : "zeros");
+    CHECK(!r->store->ops->has(r->store, 0) && !r->store->ops->has(r->store, 1));
+    printf("madvise: resident and evicted pages discarded read as zeros, the others intact\n");
+
+    /* discards of page 4k (thread 0's pages) while threads 1-3 fault */
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, faulter, (void *)(intptr_t)(i + 1));
+    uint64_t seed = 5;
+    /* until EAGAIN was met at least once, within ten times the rounds */
+    int i;
+    for (i = 0; i < rounds || (!__atomic_load_n(&r->c.eagain, __ATOMIC_RELAXED) && i < 10 * rounds); i++) {
+        size_t p = (gt_rand(&seed) % (npages / 4)) * 4;
+        gt_fill(m + p * GPAGE, p, 7);
+        CHECK(madvise(m + p * GPAGE, GPAGE, MADV_DONTNEED) == 0);
+        if (!gt_check(m + p * GPAGE, p, 0))
+            FAILF("round %d: discarded page %zu is not zeros", i, p);
+        ver[p] = 0;
+    }
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    for (size_t p = 0; p < npages; p++)
+        if (!gt_check(m + p * GPAGE, p, ver[p]))
+            FAILF("at the end: page %zu wrong", p);
+    CHECK(r->c.eagain > 0);
+    printf("madvise: %d discards among faulting threads: %llu placements met EAGAIN and were retried, "
+           "%llu discards counted, every page right\n",
+           i, (unsigned long long)r->c.eagain, (unsigned long long)r->c.discarded);
+    CHECK_OK(netvm_gmem_unmap(g));
+    printf("madvise: ok\n");
+    return 0;
+}
