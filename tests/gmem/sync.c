@@ -1,0 +1,86 @@
+/* netvm_gmem_sync writes every dirty page back (and only those), the
+ * synced pages are then evicted clean (no second write-back), a page
+ * written after a sync is dirty again; the early write policy cleans
+ * dirty pages in the background; unmap gives every page back (resident
+ * memory of the process and the store). Usage: sync BUDGET */
+#include "gmem_test.h"
+#include "gmem/pager.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static size_t rss_pages(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, res = 0;
+    CHECK(f && fscanf(f, "%lu %lu", &size, &res) == 2);
+    fclose(f);
+    return res;
+}
+
+int main(int argc, char **argv)
+{
+    size_t budget = argc > 1 ? strtoul(argv[1], NULL, 0) : 1024;
+    size_t npages = 4 * budget, k = budget / 2;
+    netvm_gmem_opts_t o = { .budget = budget * GPAGE, .readahead = -1 };
+    netvm_gmem_t *g;
+    unsigned char *m;
+    size_t rss0 = rss_pages();
+    CHECK_OK(netvm_gmem_map(NULL, npages * GPAGE, &o, &g, (void **)&m));
+    netvm_gmem_stats_t s0, s1, s2;
+    for (size_t p = 0; p < k; p++)
+        gt_fill(m + p * GPAGE, p, 1);
+    CHECK_OK(netvm_gmem_stats(g, &s0));
+    CHECK(s0.writebacks == 0);
+    CHECK_OK(netvm_gmem_sync(g));
+    CHECK_OK(netvm_gmem_stats(g, &s1));
+    CHECK(s1.writebacks == k);
+    CHECK_OK(netvm_gmem_sync(g));                 /* nothing dirty: nothing sent */
+    CHECK_OK(netvm_gmem_stats(g, &s1));
+    CHECK(s1.writebacks == k);
+    /* reading the rest pushes the synced pages out: clean, not sent again */
+    for (size_t p = k; p < npages; p++)
+        CHECK(gt_check(m + p * GPAGE, p, 0));
+    CHECK(gt_resident(m, k * GPAGE) == 0);
+    CHECK_OK(netvm_gmem_stats(g, &s2));
+    CHECK(s2.writebacks == k && s2.evictions_dirty == 0 && s2.evictions >= k);
+    for (size_t p = 0; p < k; p++)
+        CHECK(gt_check(m + p * GPAGE, p, 1));
+    /* written after a sync: dirty again */
+    gt_fill(m, 0, 2);
+    CHECK_OK(netvm_gmem_sync(g));
+    CHECK_OK(netvm_gmem_stats(g, &s2));
+    CHECK(s2.writebacks == k + 1);
+    printf("sync: %zu dirty pages written back once, evicted clean, a later write sent again\n", k);
+    size_t rss1 = rss_pages();
+    CHECK_OK(netvm_gmem_unmap(g));
+    size_t rss2 = rss_pages();
+    printf("sync: resident pages of the process: %zu before the map, %zu with the region, %zu after unmap\n", rss0,
+           rss1, rss2);
+    /* the region's budget and the local store's k pages were given back */
+    CHECK(rss1 > rss0 + budget);
+    CHECK(rss2 < rss0 + budget / 8);
+
+    /* the early cleaner: dirty pages go out with no eviction asking */
+    o.write_policy = NETVM_GMEM_WRITE_EARLY;
+    CHECK_OK(netvm_gmem_map(NULL, npages * GPAGE, &o, &g, (void **)&m));
+    for (size_t p = 0; p < k; p++)
+        gt_fill(m + p * GPAGE, p, 1);
+    do {
+        sched_yield();
+        CHECK_OK(netvm_gmem_stats(g, &s1));
+    } while (s1.writebacks < k);
+    CHECK(s1.evictions == 0);
+    for (size_t p = k; p < npages; p++)
+        CHECK(gt_check(m + p * GPAGE, p, 0));
+    CHECK_OK(netvm_gmem_stats(g, &s2));
+    CHECK(s2.evictions_dirty == 0 && s2.writebacks == k);
+    for (size_t p = 0; p < k; p++)
+        CHECK(gt_check(m + p * GPAGE, p, 1));
+    printf("sync: the early cleaner wrote %zu pages back before any eviction; they were evicted clean\n", k);
+    CHECK_OK(netvm_gmem_unmap(g));
+    printf("sync: ok\n");
+    return 0;
+}
