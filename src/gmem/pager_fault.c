@@ -80,9 +80,28 @@ static void already(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
     nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
 }
 
-static void place_zero(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
+static void place_zero(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int write)
 {
     NV_GM_CNT(r, zero_fills);
+    if (write) {
+        /* a write fault: a zeroed page of its own, writable and dirty at
+         * once (no zero page to copy on write, no write-protect fault) */
+        static const unsigned char zeros[NETVM_GMEM_PAGE] __attribute__((aligned(NETVM_GMEM_PAGE)));
+        int e = nv_gm_uffd_copy(r->uffd, addr, zeros, NV_GM_PAGE, UFFDIO_COPY_MODE_DONTWAKE);
+        if (e == 0) {
+            /* dirty before the writer runs: a sync from now on sees it */
+            nv_gm_publish(r, p, NV_GM_DIRTY);
+            nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
+        }
+        else if (e == -EEXIST)
+            already(r, p, addr);
+        else {
+            if (e == -EAGAIN)
+                NV_GM_CNT(r, eagain);
+            unplace(r, p, addr);
+        }
+        return;
+    }
     int e = nv_gm_uffd_zeropage(r->uffd, addr, NV_GM_PAGE, UFFDIO_ZEROPAGE_MODE_DONTWAKE);
     if (e == 0) {
         /* the zero page is mapped writable-on-COW: protect it so the
@@ -105,7 +124,7 @@ static void place_zero(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
     }
 }
 
-static void missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, void *buf, uint64_t t0)
+static void missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int write, void *buf, uint64_t t0)
 {
     uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
     for (;;) {
@@ -133,18 +152,23 @@ owned:
     uint64_t prev = __atomic_exchange_n(&r->last_fault, p + 1, __ATOMIC_RELAXED);
     nv_gm_reserve(r);
     if (!r->store->ops->has(r->store, p)) {
-        place_zero(r, p, addr);
+        place_zero(r, p, addr, write);
     } else {
         netvm_status_t st = r->store->ops->fetch(r->store, p, buf);
         if (st == NETVM_ERR_NOTFOUND) {
-            place_zero(r, p, addr);
+            place_zero(r, p, addr, write);
         } else if (st != NETVM_OK) {
             lose_page(r, p, addr, st);
             return;
         } else {
-            int e = nv_gm_uffd_copy(r->uffd, addr, buf, NV_GM_PAGE, UFFDIO_COPY_MODE_WP);
+            /* a write fault places the page writable and dirty; a read
+             * fault write-protected, so that its first write is seen */
+            int e = nv_gm_uffd_copy(r->uffd, addr, buf, NV_GM_PAGE,
+                                    write ? UFFDIO_COPY_MODE_DONTWAKE : UFFDIO_COPY_MODE_WP);
             if (e == 0) {
-                nv_gm_publish(r, p, 0);
+                nv_gm_publish(r, p, write ? NV_GM_DIRTY : 0);
+                if (write)  /* dirty before the writer runs: a sync from now on sees it */
+                    nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
                 nv_gm_hist_add(&r->hist, now_ns() - t0);
             } else if (e == -EEXIST) {
                 already(r, p, addr);
@@ -172,9 +196,7 @@ static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
             if (s & NV_GM_RA)
                 NV_GM_CNT(r, ra_hits);
             NV_GM_CNT(r, wp_faults);
-            /* dirty before writable: an evictor that sees the page next
-             * sees it dirty; it cannot see it meanwhile (BUSY) */
-            if (nv_gm_uffd_wp(r->uffd, addr, NV_GM_PAGE, 0) != 0) {
+            if (nv_gm_uffd_wp(r->uffd, addr, NV_GM_PAGE, UFFDIO_WRITEPROTECT_MODE_DONTWAKE) != 0) {
                 /* EAGAIN (the mm is changing): still protected and clean;
                  * the woken writer faults again once the event is read */
                 NV_GM_CNT(r, eagain);
@@ -182,7 +204,9 @@ static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
                 nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
                 return;
             }
+            /* dirty before the writer runs: a sync from now on sees it */
             nv_gm_publish(r, p, keep | NV_GM_DIRTY);
+            nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
             return;
         }
         case NV_GM_BUSY:
@@ -217,7 +241,7 @@ void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf
     if (m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)
         wprotect(r, p, addr);
     else
-        missing(r, p, addr, buf, t0);
+        missing(r, p, addr, !!(m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE), buf, t0);
 }
 
 void *nv_gm_fault_thread(void *arg)

@@ -101,12 +101,10 @@ int main(int argc, char **argv)
     uint64_t before = r->c.eexist;
     CHECK_OK(netvm_gmem_sync(g));
     /* take it out as the evictor would, then put it back directly */
-    while ((__atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE) & NV_GM_STATE) == NV_GM_RESIDENT)
+    while ((__atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE) & NV_GM_STATE) != NV_GM_ABSENT)
         for (size_t q = 0; q < budget * 2; q++)
             CHECK(gt_check(m + q * GPAGE, q, ver[q]));
     gt_fill(page, p, ++ver[p]);
-    while ((__atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE) & NV_GM_STATE) != NV_GM_ABSENT)
-        ;
     CHECK(nv_gm_uffd_copy(r->uffd, (uintptr_t)(m + p * GPAGE), page, GPAGE, 0) == 0);
     struct uffd_msg msg = { .event = UFFD_EVENT_PAGEFAULT };
     msg.arg.pagefault.address = (uintptr_t)(m + p * GPAGE);
