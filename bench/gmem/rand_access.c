@@ -92,5 +92,7 @@ int main(int argc, char **argv)
     gm_row(&rows, "rand_ops", size, "ops/s", (double)accesses / secs, "writes", (double)writes, "iters",
            (double)accesses, "seconds", secs, (const char *)NULL);
     printf("{\"done\":%d}\n", rows);
+    free(base);
+    free(lat);
     return 0;
 }

@@ -162,5 +162,11 @@ int main(int argc, char **argv)
     gm_row(&rows, "uffd_copy", GM_PAGE, "us", c.p50, "p99", c.p99, "mean", c.mean, "iters", (double)nc,
            "poll", pollv, (const char *)NULL);
     printf("{\"done\":%d}\n", rows);
+    free(perm);
+    free(copy_ns);
+    free(lat);
+    free(src);
+    munmap(region, len);
+    close(uffd);
     return 0;
 }
