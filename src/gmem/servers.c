@@ -76,9 +76,9 @@ static netvm_status_t connect_list(struct nv_gm_servers *g, const char *list)
     netvm_status_t st = NETVM_OK;
     for (char *a = strtok_r(copy, ", ", &save); a && st == NETVM_OK; a = strtok_r(NULL, ", ", &save)) {
         int idx;
-        if (nv_gm_server_by_addr(g, a) >= 0)
+        if (nv_gm_srv_by_addr(g, a) >= 0)
             continue;
-        st = nv_gm_server_connect(g, a, &idx);
+        st = nv_gm_srv_connect(g, a, &idx);
     }
     free(copy);
     if (st == NETVM_OK && atomic_load(&g->nservers) == 0) {
@@ -141,7 +141,7 @@ struct nv_gm_servers *nv_gm_servers_get(netvm_ctx_t *ctx, const netvm_gmem_opts_
     return *st == NETVM_OK ? g : NULL;
 }
 
-netvm_status_t nv_gm_server_connect(struct nv_gm_servers *g, const char *addr, int *idx)
+netvm_status_t nv_gm_srv_connect(struct nv_gm_servers *g, const char *addr, int *idx)
 {
     int n = atomic_load(&g->nservers);
     if (n == NV_GM_MAX_SERVERS) {
@@ -167,7 +167,7 @@ netvm_status_t nv_gm_server_connect(struct nv_gm_servers *g, const char *addr, i
         netvm_disconnect(g->ctx, peer);
         return st;
     }
-    struct nv_gm_server *s = &g->srv[n];
+    struct nv_gm_srv *s = &g->srv[n];
     memset(s, 0, sizeof *s);
     s->owner = g;
     strcpy(s->addr, addr);
@@ -183,7 +183,7 @@ netvm_status_t nv_gm_server_connect(struct nv_gm_servers *g, const char *addr, i
     return NETVM_OK;
 }
 
-int nv_gm_server_by_peer(struct nv_gm_servers *g, int peer)
+int nv_gm_srv_by_peer(struct nv_gm_servers *g, int peer)
 {
     int n = atomic_load_explicit(&g->nservers, memory_order_acquire);
     for (int i = 0; i < n; i++)
@@ -192,7 +192,7 @@ int nv_gm_server_by_peer(struct nv_gm_servers *g, int peer)
     return -1;
 }
 
-int nv_gm_server_by_addr(struct nv_gm_servers *g, const char *addr)
+int nv_gm_srv_by_addr(struct nv_gm_servers *g, const char *addr)
 {
     int n = atomic_load_explicit(&g->nservers, memory_order_acquire);
     for (int i = 0; i < n; i++)
@@ -201,9 +201,9 @@ int nv_gm_server_by_addr(struct nv_gm_servers *g, const char *addr)
     return -1;
 }
 
-void nv_gm_server_report(struct nv_gm_servers *g, int idx, netvm_status_t st)
+void nv_gm_srv_report(struct nv_gm_servers *g, int idx, netvm_status_t st)
 {
-    struct nv_gm_server *s = &g->srv[idx];
+    struct nv_gm_srv *s = &g->srv[idx];
     int cur = atomic_load(&s->state);
     if (st == NETVM_ERR_PEER) {
         if (cur != NV_GM_SRV_DEAD && cur != NV_GM_SRV_REMOVED &&
@@ -221,13 +221,13 @@ void nv_gm_server_report(struct nv_gm_servers *g, int idx, netvm_status_t st)
     }
 }
 
-int nv_gm_server_readable(const struct nv_gm_servers *g, int idx)
+int nv_gm_srv_readable(const struct nv_gm_servers *g, int idx)
 {
     int st = atomic_load(&g->srv[idx].state);
     return st == NV_GM_SRV_ALIVE || st == NV_GM_SRV_SUSPECT || st == NV_GM_SRV_DRAINING;
 }
 
-int nv_gm_server_placeable(const struct nv_gm_servers *g, int idx)
+int nv_gm_srv_placeable(const struct nv_gm_servers *g, int idx)
 {
     return atomic_load(&g->srv[idx].state) == NV_GM_SRV_ALIVE;
 }
@@ -236,7 +236,7 @@ int nv_gm_servers_placeable_count(struct nv_gm_servers *g)
 {
     int n = atomic_load_explicit(&g->nservers, memory_order_acquire), c = 0;
     for (int i = 0; i < n; i++)
-        c += nv_gm_server_placeable(g, i);
+        c += nv_gm_srv_placeable(g, i);
     return c;
 }
 
@@ -255,7 +255,7 @@ int nv_gm_place(struct nv_gm_servers *g, uint64_t region, uint64_t extent, uint8
     uint64_t w[NV_GM_MAX_SERVERS];
     uint64_t key = mix64(region * 0x9e3779b97f4a7c15ull ^ mix64(extent));
     for (int i = 0; i < n; i++) {
-        if (!nv_gm_server_placeable(g, i))
+        if (!nv_gm_srv_placeable(g, i))
             continue;
         uint64_t wi = mix64(key ^ g->srv[i].id);
         /* insertion into the first max by weight, highest first */
@@ -280,12 +280,12 @@ int nv_gm_place(struct nv_gm_servers *g, uint64_t region, uint64_t extent, uint8
 static int notice_proc(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
 {
     struct nv_gm_servers *g = arg;
-    int idx = nv_gm_server_by_peer(g, call->peer);
+    int idx = nv_gm_srv_by_peer(g, call->peer);
     if (call->nargs < 1 || call->args[0] != NV_GM_NOTICE_DRAIN || idx < 0) {
         netvm_rpc_reply(ctx, &call->token, idx < 0 ? NETVM_ERR_NOTFOUND : NETVM_ERR_INVAL, NULL, 0, NULL, 0);
         return NETVM_RPC_DONE;
     }
-    struct nv_gm_server *s = &g->srv[idx];
+    struct nv_gm_srv *s = &g->srv[idx];
     s->drain_token = call->token;
     atomic_store(&s->drain_token_set, 1);
     int cur = NV_GM_SRV_ALIVE;

@@ -37,7 +37,7 @@ enum nv_gm_srv_state {
 };
 
 struct nv_gm_servers;
-struct nv_gm_server {
+struct nv_gm_srv {
     struct nv_gm_servers *owner;
     char             addr[NV_GM_ADDR_MAX];
     int              peer;
@@ -61,7 +61,7 @@ struct nv_gm_servers {
     int                 timeout_ms;
     uint64_t            next_region;          /* __atomic */
     _Atomic int         nservers;             /* entries in use (published after being filled) */
-    struct nv_gm_server srv[NV_GM_MAX_SERVERS];
+    struct nv_gm_srv srv[NV_GM_MAX_SERVERS];
     pthread_mutex_t     admin;                /* adding and removing servers, draining */
 
     pid_t               embedded[NV_GM_MAX_EMBEDDED];
@@ -82,15 +82,15 @@ struct nv_gm_servers *nv_gm_servers_get(netvm_ctx_t *ctx, const netvm_gmem_opts_
 struct nv_gm_servers *nv_gm_servers_if(netvm_ctx_t *ctx);
 
 /* Connect to addr, HELLO as this client; *idx the new table entry. */
-netvm_status_t nv_gm_server_connect(struct nv_gm_servers *g, const char *addr, int *idx);
-int  nv_gm_server_by_peer(struct nv_gm_servers *g, int peer);
-int  nv_gm_server_by_addr(struct nv_gm_servers *g, const char *addr);
+netvm_status_t nv_gm_srv_connect(struct nv_gm_servers *g, const char *addr, int *idx);
+int  nv_gm_srv_by_peer(struct nv_gm_servers *g, int peer);
+int  nv_gm_srv_by_addr(struct nv_gm_servers *g, const char *addr);
 /* Failure reports from any request: TIMEOUT makes it suspect, PEER dead
  * (the monitor is woken to restore R); an answer makes a suspect alive. */
-void nv_gm_server_report(struct nv_gm_servers *g, int idx, netvm_status_t st);
-int  nv_gm_server_readable(const struct nv_gm_servers *g, int idx);
+void nv_gm_srv_report(struct nv_gm_servers *g, int idx, netvm_status_t st);
+int  nv_gm_srv_readable(const struct nv_gm_servers *g, int idx);
 /* Servers new copies may go to (alive only). */
-int  nv_gm_server_placeable(const struct nv_gm_servers *g, int idx);
+int  nv_gm_srv_placeable(const struct nv_gm_servers *g, int idx);
 int  nv_gm_servers_placeable_count(struct nv_gm_servers *g);
 
 /* Placement of (region, extent): placeable servers by rendezvous weight,

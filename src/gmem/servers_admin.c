@@ -28,7 +28,7 @@ static void claim_extent(struct nv_gstore_remote *r, uint64_t lo, uint64_t hi, c
             int in_top = 0;
             for (int j = 0; j < ntop; j++)
                 in_top |= top[j] == x;
-            if (!in_top && nv_gm_server_readable(r->g, (int)x)) {
+            if (!in_top && nv_gm_srv_readable(r->g, (int)x)) {
                 if (nv_gm_dir_cas(r, p, e, e | NV_GM_E_M))
                     from[p - lo] = (uint8_t)x;
                 break;
@@ -143,10 +143,10 @@ netvm_status_t netvm_gmem_server_add(netvm_ctx_t *ctx, const char *addr)
     }
     pthread_mutex_lock(&g->admin);
     int idx;
-    if (nv_gm_server_by_addr(g, addr) >= 0)
+    if (nv_gm_srv_by_addr(g, addr) >= 0)
         st = NETVM_ERR_EXISTS;
     else
-        st = nv_gm_server_connect(g, addr, &idx);
+        st = nv_gm_srv_connect(g, addr, &idx);
     pthread_mutex_unlock(&g->admin);
     if (st != NETVM_OK)
         return st;
@@ -157,7 +157,7 @@ netvm_status_t netvm_gmem_server_add(netvm_ctx_t *ctx, const char *addr)
 
 netvm_status_t nv_gm_evacuate(struct nv_gm_servers *g, int idx)
 {
-    struct nv_gm_server *s = &g->srv[idx];
+    struct nv_gm_srv *s = &g->srv[idx];
     uint64_t before = atomic_load(&s->pages_held);
     for (int stuck = 0; atomic_load(&s->pages_held) && stuck < 3;) {
         each_region(g, repair_one, 0);
@@ -176,7 +176,7 @@ netvm_status_t netvm_gmem_server_remove(netvm_ctx_t *ctx, const char *addr)
     if (!g)
         return NETVM_ERR_NOTFOUND;
     pthread_mutex_lock(&g->admin);
-    int idx = nv_gm_server_by_addr(g, addr);
+    int idx = nv_gm_srv_by_addr(g, addr);
     netvm_status_t st = idx < 0 ? NETVM_ERR_NOTFOUND : NETVM_OK;
     int was = idx >= 0 ? atomic_load(&g->srv[idx].state) : 0;
     if (st == NETVM_OK && (was == NV_GM_SRV_ALIVE || was == NV_GM_SRV_SUSPECT)) {

@@ -150,7 +150,7 @@ netvm_status_t nv_gm_embedded_start(struct nv_gm_servers *g, int n)
             return st;
         g->embedded[g->nembedded++] = pid;
         int idx;
-        if ((st = nv_gm_server_connect(g, addr, &idx)) != NETVM_OK)
+        if ((st = nv_gm_srv_connect(g, addr, &idx)) != NETVM_OK)
             return st;
         nv_info("gmem: started embedded memory server %d (pid %d) at %s", i, (int)pid, addr);
     }

@@ -71,16 +71,16 @@ static uint64_t repair_all(struct nv_gm_servers *g)
 static int ping_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
 {
     (void)ctx;
-    struct nv_gm_server *s = arg;
+    struct nv_gm_srv *s = arg;
     struct nv_gm_servers *g = s->owner;
-    nv_gm_server_report(g, (int)(s - g->srv), o->status);
+    nv_gm_srv_report(g, (int)(s - g->srv), o->status);
     atomic_store(&s->ping_busy, 0);
     return NETVM_RPC_DONE;
 }
 
 static void ping(struct nv_gm_servers *g, int i)
 {
-    struct nv_gm_server *s = &g->srv[i];
+    struct nv_gm_srv *s = &g->srv[i];
     int zero = 0;
     if (!atomic_compare_exchange_strong(&s->ping_busy, &zero, 1))
         return;
@@ -103,13 +103,13 @@ static void watch_servers(struct nv_gm_servers *g)
 {
     int n = atomic_load_explicit(&g->nservers, memory_order_acquire);
     for (int i = 0; i < n; i++) {
-        struct nv_gm_server *s = &g->srv[i];
+        struct nv_gm_srv *s = &g->srv[i];
         int st = atomic_load(&s->state);
         if (st == NV_GM_SRV_DEAD || st == NV_GM_SRV_REMOVED)
             continue;
         netvm_peer_info_t info;
         if (netvm_peer_info(g->ctx, s->peer, &info) != NETVM_OK || !info.alive) {
-            nv_gm_server_report(g, i, NETVM_ERR_PEER);
+            nv_gm_srv_report(g, i, NETVM_ERR_PEER);
             continue;
         }
         ping(g, i);
@@ -121,7 +121,7 @@ static void answer_drains(struct nv_gm_servers *g)
 {
     int n = atomic_load_explicit(&g->nservers, memory_order_acquire);
     for (int i = 0; i < n; i++) {
-        struct nv_gm_server *s = &g->srv[i];
+        struct nv_gm_srv *s = &g->srv[i];
         if (atomic_load(&s->state) != NV_GM_SRV_DRAINING || !atomic_load(&s->drain_token_set) ||
             atomic_load(&s->pages_held))
             continue;

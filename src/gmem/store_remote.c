@@ -32,7 +32,7 @@ int nv_gm_dir_cas(struct nv_gstore_remote *r, uint64_t page, uint64_t old, uint6
 void nv_gm_free_at(struct nv_gstore_remote *r, int idx, uint64_t first, uint64_t n)
 {
     struct nv_gm_servers *g = r->g;
-    if (!nv_gm_server_readable(g, idx))
+    if (!nv_gm_srv_readable(g, idx))
         return;
     netvm_rpc_handle_t *h;
     if (netvm_rpc_begin(g->ctx, &h) != NETVM_OK)
@@ -126,7 +126,7 @@ static void rs_close(struct nv_gstore *s)
         netvm_status_t fs = nv_rpc_svc_call(g->ctx, g->srv[i].peer, nv_gm_k(NV_GM_FREE), args, 4, NULL, 0, NULL, 0,
                                             r->timeout_ms, NULL);
         if (fs != NETVM_OK)
-            nv_gm_server_report(g, i, fs);
+            nv_gm_srv_report(g, i, fs);
     }
     for (uint64_t p = 0; p < r->npages; p++)
         nv_gm_dir_cas(r, p, atomic_load(&r->dir[p]), 0xFFFFFFFF00000000ull);
@@ -158,7 +158,7 @@ static netvm_status_t pick_replicas(struct nv_gm_servers *g, const netvm_gmem_op
     uint64_t room = 0;
     int n = atomic_load_explicit(&g->nservers, memory_order_acquire);
     for (int i = 0; i < n; i++)
-        if (nv_gm_server_placeable(g, i)) {
+        if (nv_gm_srv_placeable(g, i)) {
             uint64_t c = g->srv[i].client_max_pages < g->srv[i].pool_pages ? g->srv[i].client_max_pages
                                                                           : g->srv[i].pool_pages;
             room += c;

@@ -16,7 +16,7 @@ static int read_order(struct nv_gm_servers *g, uint64_t e, uint8_t *out)
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < NV_GM_RMAX; i++) {
             unsigned x = nv_gm_e_holder(e, i);
-            if (x == NV_GM_NO_SERVER || !nv_gm_server_readable(g, (int)x))
+            if (x == NV_GM_NO_SERVER || !nv_gm_srv_readable(g, (int)x))
                 continue;
             int suspect = atomic_load(&g->srv[x].state) == NV_GM_SRV_SUSPECT;
             if (suspect == pass)
@@ -32,7 +32,7 @@ static void note_answer(struct nv_gstore_remote *r, uint64_t page, uint64_t e, i
     struct nv_gm_servers *g = r->g;
     if (answered_peer == g->srv[asked].peer || (e & NV_GM_E_M))
         return;
-    int to = nv_gm_server_by_peer(g, answered_peer);
+    int to = nv_gm_srv_by_peer(g, answered_peer);
     if (to < 0 || nv_gm_e_holds(e, (unsigned)to))
         return;
     uint8_t h[NV_GM_RMAX];
@@ -72,7 +72,7 @@ netvm_status_t nv_gm_fetch(struct nv_gstore *s, uint64_t page, void *buf)
                                                 NV_GM_PAGE, r->timeout_ms, &res);
             if (st == NETVM_OK && res.len != NV_GM_PAGE)
                 st = NETVM_ERR_UNSUPPORTED;
-            nv_gm_server_report(g, x, st);
+            nv_gm_srv_report(g, x, st);
             if (st == NETVM_OK) {
                 note_answer(r, page, e, x, res.peer);
                 count_in(r);
@@ -105,7 +105,7 @@ static int issue_next(struct fetch_op *op)
     struct nv_gm_servers *g = op->r->g;
     while (op->next < op->n) {
         int x = op->order[op->next++];
-        if (!nv_gm_server_readable(g, x))
+        if (!nv_gm_srv_readable(g, x))
             continue;
         netvm_rpc_handle_t *h;
         if (netvm_rpc_begin(g->ctx, &h) != NETVM_OK)
@@ -140,7 +140,7 @@ static int fetch_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
     if (st == NETVM_OK && o->res.len != NV_GM_PAGE)
         st = NETVM_ERR_UNSUPPORTED;
     if (st == NETVM_OK) {
-        nv_gm_server_report(op->r->g, op->asked, st);
+        nv_gm_srv_report(op->r->g, op->asked, st);
         note_answer(op->r, op->page, op->e, op->asked, o->res.peer);
         count_in(op->r);
         finish(op, NETVM_OK);
@@ -150,7 +150,7 @@ static int fetch_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
      * wait for a request slot; nothing is changed before that */
     if (!o->deferred && op->next < op->n)
         return NETVM_RPC_DEFER;
-    nv_gm_server_report(op->r->g, op->asked, st);
+    nv_gm_srv_report(op->r->g, op->asked, st);
     if (!issue_next(op))
         finish(op, NETVM_ERR_PEER);
     return NETVM_RPC_DONE;

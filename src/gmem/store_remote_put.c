@@ -135,7 +135,7 @@ static int issue_copy(struct put_copy *cp)
         if (pos >= c->norder)
             return 0;
         int x = c->order[pos];
-        if (!nv_gm_server_placeable(g, x))
+        if (!nv_gm_srv_placeable(g, x))
             continue;
         netvm_rpc_handle_t *h;
         if (netvm_rpc_begin(g->ctx, &h) != NETVM_OK)
@@ -160,7 +160,7 @@ static int put_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
     struct put_chunk *c = cp->c;
     struct nv_gm_servers *g = op->r->g;
     if (o->status == NETVM_OK) {
-        nv_gm_server_report(g, cp->server, NETVM_OK);
+        nv_gm_srv_report(g, cp->server, NETVM_OK);
         c->acked[atomic_fetch_add(&c->nacked, 1)] = (uint8_t)cp->server;
         __atomic_fetch_add(&op->r->base.bytes_out, c->n * NV_GM_PAGE, __ATOMIC_RELAXED);
         __atomic_fetch_add(&op->r->base.writebacks, c->n, __ATOMIC_RELAXED);
@@ -171,7 +171,7 @@ static int put_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
      * for a request slot; nothing changes before that */
     if (!o->deferred)
         return NETVM_RPC_DEFER;
-    nv_gm_server_report(g, cp->server, o->status);
+    nv_gm_srv_report(g, cp->server, o->status);
     int expect = NETVM_OK;
     atomic_compare_exchange_strong(&op->status, &expect, o->status == NETVM_ERR_NOMEM ? NETVM_ERR_NOMEM : NETVM_ERR_PEER);
     if (!issue_copy(cp))

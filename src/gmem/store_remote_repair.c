@@ -86,7 +86,7 @@ static int repair_page(struct nv_gstore_remote *r, uint64_t p, void *buf)
             netvm_rpc_result_t res;
             netvm_status_t st = nv_rpc_svc_call(g->ctx, g->srv[src[s]].peer, nv_gm_k(NV_GM_GET), a, 3, NULL, 0, buf,
                                                 NV_GM_PAGE, r->timeout_ms, &res);
-            nv_gm_server_report(g, src[s], st);
+            nv_gm_srv_report(g, src[s], st);
             fetched = st == NETVM_OK && res.len == NV_GM_PAGE;
         }
         if (!fetched) {
@@ -96,7 +96,7 @@ static int repair_page(struct nv_gstore_remote *r, uint64_t p, void *buf)
         uint64_t a[4] = { g->client_id, r->region, p, 1 };
         netvm_status_t st = nv_rpc_svc_call(g->ctx, g->srv[order[j]].peer, nv_gm_k(NV_GM_PUT), a, 4, buf, NV_GM_PAGE,
                                             NULL, 0, r->timeout_ms, NULL);
-        nv_gm_server_report(g, order[j], st);
+        nv_gm_srv_report(g, order[j], st);
         if (st == NETVM_OK)
             add[nadd++] = order[j];
     }
