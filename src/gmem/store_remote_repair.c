@@ -29,7 +29,7 @@ static void clear_m(struct nv_gstore_remote *r, uint64_t p)
 }
 
 /* One page; 1 if it still needs work (retry later). */
-static int repair_page(struct nv_gstore_remote *r, uint64_t p, void *buf)
+static int repair_page(struct nv_gstore_remote *r, uint64_t p, void *buf, uint64_t *lost)
 {
     struct nv_gm_servers *g = r->g;
     uint64_t e = atomic_load(&r->dir[p]);
@@ -53,8 +53,9 @@ static int repair_page(struct nv_gstore_remote *r, uint64_t p, void *buf)
         uint64_t nw = nv_gm_e_empty_holders(e & ~3ull) | NV_GM_PG_LOST;
         if (nv_gm_dir_cas(r, p, e, nw)) {
             atomic_fetch_add(&r->lost, 1);
-            nv_error("gmem: page %llu of region %llu is lost: every server holding it is gone",
-                     (unsigned long long)p, (unsigned long long)r->region);
+            if (!(*lost)++)
+                nv_error("gmem: page %llu of region %llu is lost: every server holding it is gone",
+                         (unsigned long long)p, (unsigned long long)r->region);
             return 0;
         }
         return 1;
@@ -134,9 +135,12 @@ uint64_t nv_gm_repair(struct nv_gstore_remote *r)
     void *buf = aligned_alloc(NV_GM_PAGE, NV_GM_PAGE);
     if (!buf)
         return 1;
-    uint64_t left = 0;
+    uint64_t left = 0, lost = 0;
     for (uint64_t p = 0; p < r->npages; p++)
-        left += (uint64_t)repair_page(r, p, buf);
+        left += (uint64_t)repair_page(r, p, buf, &lost);
     free(buf);
+    if (lost > 1)
+        nv_error("gmem: %llu pages of region %llu are lost in all; their accesses fail", (unsigned long long)lost,
+                 (unsigned long long)r->region);
     return left;
 }
