@@ -116,5 +116,8 @@ void nv_gm_embedded_stop(struct nv_gm_servers *g);
 /* Moving a server's pages elsewhere (drain, remove): every copy on idx
  * moves to the next server of its placement; 0 when none is left there. */
 netvm_status_t nv_gm_evacuate(struct nv_gm_servers *g, int idx);
+/* The batched part of it: runs of pages MOVEd by the server itself;
+ * returns the pages moved. */
+uint64_t nv_gm_move_off(struct nv_gm_servers *g, int idx);
 
 #endif

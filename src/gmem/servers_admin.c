@@ -50,6 +50,8 @@ static void settle_run(struct nv_gstore_remote *r, uint64_t first, uint64_t n, i
                 nw = nv_gm_e_with_holders(nw, h);
             }
         } while (!nv_gm_dir_cas(r, p, e, nw) && ((e = atomic_load(&r->dir[p])), 1));
+        if (moved && nv_gm_e_state(e) != NV_GM_PG_STORED)
+            nv_gm_free_at(r, to, p, 1);   /* discarded meanwhile: the moved copy is not wanted */
     }
 }
 
@@ -86,6 +88,55 @@ static uint64_t rebalance_region(struct nv_gstore_remote *r, int to)
                         (unsigned long long)p, (unsigned long long)(q - 1), g->srv[src].addr, g->srv[to].addr,
                         netvm_strerror(st));
             settle_run(r, p, q - p, src, to, st == NETVM_OK);
+            if (st == NETVM_OK)
+                moved += q - p;
+            p = q;
+        }
+    }
+    return moved;
+}
+
+/* Move every copy on server from (draining or being removed) to the first
+ * server of its page's placement that does not hold the page yet, by
+ * runs: the leaving server puts them there itself (NV_GM_MOVE), one call
+ * per run instead of a GET and a PUT per page. What a MOVE did not take
+ * is left to the page-by-page repair. */
+static uint64_t move_off_region(struct nv_gstore_remote *r, int from)
+{
+    struct nv_gm_servers *g = r->g;
+    uint64_t moved = 0;
+    uint8_t to[NV_GM_EXTENT];
+    for (uint64_t ext = 0; ext * NV_GM_EXTENT < r->npages; ext++) {
+        uint8_t order[NV_GM_MAX_SERVERS];
+        int norder = nv_gm_place(g, r->region, ext, order, NV_GM_MAX_SERVERS);
+        uint64_t lo = ext * NV_GM_EXTENT, hi = lo + NV_GM_EXTENT < r->npages ? lo + NV_GM_EXTENT : r->npages;
+        for (uint64_t p = lo; p < hi; p++) {
+            to[p - lo] = NV_GM_NO_SERVER;
+            uint64_t e = atomic_load(&r->dir[p]);
+            if (nv_gm_e_state(e) != NV_GM_PG_STORED || (e & (NV_GM_E_W | NV_GM_E_M)) ||
+                !nv_gm_e_holds(e, (unsigned)from))
+                continue;
+            for (int j = 0; j < norder; j++)
+                if (!nv_gm_e_holds(e, order[j])) {
+                    if (nv_gm_dir_cas(r, p, e, e | NV_GM_E_M))
+                        to[p - lo] = order[j];
+                    break;
+                }
+        }
+        for (uint64_t p = lo; p < hi;) {
+            if (to[p - lo] == NV_GM_NO_SERVER) {
+                p++;
+                continue;
+            }
+            uint64_t q = p;
+            while (q < hi && to[q - lo] == to[p - lo])
+                q++;
+            int dst = to[p - lo];
+            uint64_t args[4] = { g->client_id, r->region, p, q - p };
+            netvm_status_t st = nv_rpc_svc_call(g->ctx, g->srv[from].peer, nv_gm_k(NV_GM_MOVE), args, 4,
+                                                g->srv[dst].addr, strlen(g->srv[dst].addr), NULL, 0,
+                                                r->timeout_ms * 4, NULL);
+            settle_run(r, p, q - p, from, dst, st == NETVM_OK);
             if (st == NETVM_OK)
                 moved += q - p;
             p = q;
@@ -155,9 +206,15 @@ netvm_status_t netvm_gmem_server_add(netvm_ctx_t *ctx, const char *addr)
     return NETVM_OK;
 }
 
+uint64_t nv_gm_move_off(struct nv_gm_servers *g, int idx)
+{
+    return each_region(g, move_off_region, idx);
+}
+
 netvm_status_t nv_gm_evacuate(struct nv_gm_servers *g, int idx)
 {
     struct nv_gm_srv *s = &g->srv[idx];
+    nv_gm_move_off(g, idx);
     uint64_t before = atomic_load(&s->pages_held);
     for (int stuck = 0; atomic_load(&s->pages_held) && stuck < 3;) {
         each_region(g, repair_one, 0);

@@ -155,6 +155,11 @@ static void *monitor_main(void *arg)
             continue;
         pthread_mutex_unlock(&g->lock);
         watch_servers(g);
+        int n = atomic_load_explicit(&g->nservers, memory_order_acquire);
+        for (int i = 0; i < n; i++)
+            if (atomic_load(&g->srv[i].state) == NV_GM_SRV_DRAINING && atomic_load(&g->srv[i].drain_token_set) &&
+                atomic_load(&g->srv[i].pages_held))
+                nv_gm_move_off(g, i);
         uint64_t left = repair_all(g);
         answer_drains(g);
         pthread_mutex_lock(&g->lock);

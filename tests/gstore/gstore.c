@@ -409,8 +409,12 @@ static void case_add_remove(void)
     }
 
     CHECK_ST(netvm_gmem_server_remove(ctx, "tcp:127.0.0.1:1"), NETVM_ERR_NOTFOUND);
+    struct nv_gm_stat before_rm, after_rm;
+    gs_stat(octx, &srv[0], &before_rm);
     CHECK_OK(netvm_gmem_server_remove(ctx, srv[0].addr));
     CHECK(used_pages(&srv[0]) == 0);
+    gs_stat(octx, &srv[0], &after_rm);
+    CHECK(after_rm.moves_out > before_rm.moves_out);
     CHECK(used_pages(&srv[1]) + used_pages(&srv[2]) == npages);
     check_all(s, 1);
     store_all(s, 2);
@@ -418,6 +422,30 @@ static void case_add_remove(void)
     check_all(s, 2);
     s->ops->close(s);
     for (int i = 0; i < 3; i++)
+        gs_stop(&srv[i]);
+}
+
+/* A server whose pool is full refuses; the copies go to the next server
+ * of the placement. A region the servers cannot hold is refused at open. */
+static void case_nomem(void)
+{
+    struct gs_server srv[2];
+    gs_start(&srv[0], "256K", "2000");   /* 64 pages */
+    gs_start(&srv[1], "16M", "2000");
+    struct nv_gstore *s = open_store(srv, 2, 1, 0, NETVM_OK);
+    store_all(s, 1);
+    CHECK(used_pages(&srv[0]) <= 64);
+    CHECK(used_pages(&srv[0]) + used_pages(&srv[1]) == npages);
+    struct nv_gm_stat st;
+    gs_stat(octx, &srv[0], &st);
+    CHECK(st.refused > 0);
+    check_all(s, 1);
+    s->ops->close(s);
+    uint64_t keep = npages;
+    npages = 8192;   /* 32 MiB: more than both pools */
+    open_store(srv, 2, 1, 0, NETVM_ERR_NOMEM);
+    npages = keep;
+    for (int i = 0; i < 2; i++)
         gs_stop(&srv[i]);
 }
 
@@ -434,6 +462,9 @@ static void case_drain(void)
     gs_signal(&srv[0], SIGTERM);
     gs_reap(&srv[0]);
     CHECK(used_pages(&srv[1]) == npages);
+    struct nv_gm_stat st;
+    gs_stat(octx, &srv[1], &st);
+    CHECK(st.moves_in > 0);   /* the draining server moved them itself, in runs */
     check_all(s, 1);
     CHECK(health(s).pages_lost == 0);
     s->ops->close(s);
@@ -551,6 +582,8 @@ int main(int argc, char **argv)
         case_lost();
     else if (!strcmp(c, "add_remove"))
         case_add_remove();
+    else if (!strcmp(c, "nomem"))
+        case_nomem();
     else if (!strcmp(c, "drain"))
         case_drain();
     else if (!strcmp(c, "auth"))
