@@ -60,7 +60,7 @@ static netvm_status_t take_credential(struct nv_gm_servers *g, const netvm_gmem_
         return NETVM_OK;
     }
     const char *path = nv_config_str("NETVM_GMEM_CREDENTIAL_FILE");
-    if (!path) {
+    if (!path || !*path) {
         nv_error("gmem: memory servers are named but no credential: set NETVM_GMEM_CREDENTIAL_FILE "
                  "or netvm_gmem_opts_t.credential");
         return NETVM_ERR_AUTH;
