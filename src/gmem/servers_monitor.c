@@ -160,11 +160,9 @@ static void *monitor_main(void *arg)
             if (atomic_load(&g->srv[i].state) == NV_GM_SRV_DRAINING && atomic_load(&g->srv[i].drain_token_set) &&
                 atomic_load(&g->srv[i].pages_held))
                 nv_gm_move_off(g, i);
-        uint64_t left = repair_all(g);
+        repair_all(g);   /* what it could not do now is retried at the next tick */
         answer_drains(g);
         pthread_mutex_lock(&g->lock);
-        if (left)
-            g->kick = 0;   /* retried at the next tick */
     }
     pthread_mutex_unlock(&g->lock);
     return NULL;
