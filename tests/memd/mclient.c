@@ -13,7 +13,9 @@
  * move ADDR ADDR2 N pages put at ADDR, MOVEd to ADDR2, read through ADDR
  *                   (answered by ADDR2), one put back
  * drain ADDR N      put N pages, say READY, answer the DRAIN notice, say
- *                   NOTICE <kind> <deadline>, leave */
+ *                   NOTICE <kind> <deadline>, leave
+ * getrate ADDR N    (a measurement, not a test) N GETs of 1024 pages:
+ *                   GET round trip median and rate */
 #define _GNU_SOURCE
 #include "check.h"
 #include "gmem/proto.h"
@@ -298,6 +300,34 @@ static void sc_drain(const char *addr, uint64_t n)
         ;
 }
 
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void sc_getrate(const char *addr, uint64_t n)
+{
+    int p = connect_to(addr);
+    hello(p, NV_GM_ROLE_CLIENT, my_id, NULL);
+    CHECK_OK(put(p, my_id, 1, 0, 1024, 0));
+    double *t = malloc(n * sizeof *t);
+    CHECK(t);
+    uint8_t page[NV_GM_PAGE];
+    double start = now_s();
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t a[3] = { my_id, 1, (i * 7919) % 1024 };
+        double t0 = now_s();
+        CHECK_OK(call(p, NV_GM_GET, a, 3, NULL, 0, page, sizeof page, NULL));
+        t[i] = now_s() - t0;
+    }
+    double all = now_s() - start;
+    qsort(t, n, sizeof *t, cmp_d);
+    printf("GETRATE n=%llu median_us=%.2f p99_us=%.2f rate_per_s=%.0f\n", (unsigned long long)n, t[n / 2] * 1e6,
+           t[n * 99 / 100] * 1e6, (double)n / all);
+    free(t);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -322,6 +352,8 @@ int main(int argc, char **argv)
         sc_hold(addr, strtoull(argv[4], NULL, 10));
     } else if (!strcmp(sc, "move") && argc == 6) {
         sc_move(addr, argv[4], strtoull(argv[5], NULL, 10));
+    } else if (!strcmp(sc, "getrate") && argc == 5) {
+        sc_getrate(addr, strtoull(argv[4], NULL, 10));
     } else if (!strcmp(sc, "drain") && argc == 5) {
         sc_drain(addr, strtoull(argv[4], NULL, 10));
     } else {
