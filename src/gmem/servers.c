@@ -65,7 +65,12 @@ static netvm_status_t take_credential(struct nv_gm_servers *g, const netvm_gmem_
                  "or netvm_gmem_opts_t.credential");
         return NETVM_ERR_AUTH;
     }
-    return nv_gm_cred_file(path, g->cred, &g->cred_len);
+    char why[256];
+    if (nv_gm_cred_read_file(path, g->cred, &g->cred_len, why, sizeof why) != 0) {
+        nv_error("gmem: %s", why);
+        return NETVM_ERR_AUTH;
+    }
+    return NETVM_OK;
 }
 
 static netvm_status_t connect_list(struct nv_gm_servers *g, const char *list)

@@ -9,6 +9,7 @@
 #define NV_GMEM_SERVERS_H
 
 #include "gmem/proto.h"
+#include "gmem/server_cred.h"   /* the credential rules and reader memd uses too */
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,8 +23,6 @@
 #define NV_GM_NO_SERVER   0xFF
 #define NV_GM_MAX_EMBEDDED 16
 #define NV_GM_ADDR_MAX    64
-#define NV_GM_CRED_MAX    64
-#define NV_GM_CRED_MIN    16
 /* Pages of one placement unit: sequential write-backs of an extent go to
  * the same servers in one PUT each. */
 #define NV_GM_EXTENT      8
@@ -103,10 +102,6 @@ void nv_gm_region_remove(struct nv_gm_servers *g, struct nv_gstore_remote *r);
 void nv_gm_monitor_kick(struct nv_gm_servers *g);
 netvm_status_t nv_gm_monitor_start(struct nv_gm_servers *g);
 void nv_gm_monitor_stop(struct nv_gm_servers *g);
-
-/* Credentials: the file rules memd applies (16-64 bytes, no group or
- * world access). */
-netvm_status_t nv_gm_cred_file(const char *path, uint8_t *buf, size_t *len);
 
 /* Embedded servers (servers_embedded.c): start n `netvm memd` on loopback
  * with g's credential, connect to each. */
