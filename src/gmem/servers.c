@@ -7,6 +7,7 @@
 #include "util/config.h"
 #include "util/log.h"
 #include "util/random.h"
+#include "util/time.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,7 @@ netvm_status_t nv_gm_srv_connect(struct nv_gm_servers *g, const char *addr, int 
     s->pool_pages = res.args[1];
     s->client_max_pages = res.args[2];
     atomic_store(&s->state, NV_GM_SRV_ALIVE);
+    atomic_store(&s->last_ok_ns, nv_now_ns());
     atomic_store_explicit(&g->nservers, n + 1, memory_order_release);
     nv_info("gmem: memory server %d at %s (id %llx, %llu pages, %llu for this client)", n, addr,
             (unsigned long long)s->id, (unsigned long long)s->pool_pages, (unsigned long long)s->client_max_pages);
@@ -221,6 +223,8 @@ void nv_gm_srv_report(struct nv_gm_servers *g, int idx, netvm_status_t st)
             nv_warn("gmem: memory server %s did not answer within %d ms: suspected, its replicas are read instead",
                     s->addr, g->timeout_ms);
     } else if (st == NETVM_OK || st == NETVM_ERR_NOMEM || st == NETVM_ERR_NOTFOUND) {
+        if (cur != NV_GM_SRV_ALIVE)
+            atomic_store_explicit(&s->last_ok_ns, nv_now_ns(), memory_order_relaxed);
         if (cur == NV_GM_SRV_SUSPECT && atomic_compare_exchange_strong(&s->state, &cur, NV_GM_SRV_ALIVE))
             nv_info("gmem: memory server %s answers again", s->addr);
     }

@@ -26,6 +26,9 @@
 /* Pages of one placement unit: sequential write-backs of an extent go to
  * the same servers in one PUT each. */
 #define NV_GM_EXTENT      8
+/* A suspect server silent for this many NETVM_GMEM_TIMEOUTs is taken as
+ * dead: a hung machine must not keep its pages below R forever. */
+#define NV_GM_TIMEOUTS_TO_DEAD 4
 
 enum nv_gm_srv_state {
     NV_GM_SRV_ALIVE = 0,
@@ -45,6 +48,8 @@ struct nv_gm_srv {
     _Atomic int      state;
     _Atomic uint64_t pages_held;    /* page copies the directories place here */
     _Atomic int      ping_busy;     /* a monitor ping is under way */
+    _Atomic uint64_t ping_ns;       /* when the ping under way was sent */
+    _Atomic uint64_t last_ok_ns;    /* when it last answered anything */
     _Atomic uint64_t drain_token_set;
     netvm_am_token_t drain_token;   /* the DRAIN notice to answer when its pages are off */
     struct nv_gm_stat ping_buf;

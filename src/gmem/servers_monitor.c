@@ -7,6 +7,7 @@
  * (its peers leaving) sees no repairs. */
 #include "gmem/store_remote.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #include <errno.h>
 #include <time.h>
@@ -73,7 +74,11 @@ static int ping_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
     (void)ctx;
     struct nv_gm_srv *s = arg;
     struct nv_gm_servers *g = s->owner;
-    nv_gm_srv_report(g, (int)(s - g->srv), o->status);
+    if (o->status == NETVM_OK)
+        atomic_store(&s->last_ok_ns, nv_now_ns());
+    /* a late timeout was judged by watch_servers already */
+    if (o->status != NETVM_ERR_TIMEOUT)
+        nv_gm_srv_report(g, (int)(s - g->srv), o->status);
     atomic_store(&s->ping_busy, 0);
     return NETVM_RPC_DONE;
 }
@@ -90,6 +95,7 @@ static void ping(struct nv_gm_servers *g, int i)
         return;
     }
     netvm_rpc_push(h, ping_cont, s);
+    atomic_store(&s->ping_ns, nv_now_ns());
     /* half the timeout: with a ping sent every quarter of it, a server
      * that stops is suspected within NETVM_GMEM_TIMEOUT */
     int t = g->timeout_ms / 2 > 0 ? g->timeout_ms / 2 : 1;
@@ -109,6 +115,18 @@ static void watch_servers(struct nv_gm_servers *g)
             continue;
         netvm_peer_info_t info;
         if (netvm_peer_info(g->ctx, s->peer, &info) != NETVM_OK || !info.alive) {
+            nv_gm_srv_report(g, i, NETVM_ERR_PEER);
+            continue;
+        }
+        /* a ping's own timeout ends only at the progress engine's sweep
+         * (as coarse as a second), so its age is judged here */
+        uint64_t now = nv_now_ns(), half = (uint64_t)g->timeout_ms * 500000u;
+        if (atomic_load(&s->ping_busy) && now - atomic_load(&s->ping_ns) > half)
+            nv_gm_srv_report(g, i, NETVM_ERR_TIMEOUT);
+        if (atomic_load(&s->state) == NV_GM_SRV_SUSPECT &&
+            now - atomic_load(&s->last_ok_ns) > 2 * half * NV_GM_TIMEOUTS_TO_DEAD) {
+            nv_warn("gmem: memory server %s has not answered for %d ms: taken as dead", s->addr,
+                    NV_GM_TIMEOUTS_TO_DEAD * g->timeout_ms);
             nv_gm_srv_report(g, i, NETVM_ERR_PEER);
             continue;
         }

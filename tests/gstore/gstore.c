@@ -270,7 +270,9 @@ static void case_stop(void)
     struct gs_server srv[3];
     for (int i = 0; i < 3; i++)
         gs_start(&srv[i], "16M", "2000");
-    struct nv_gstore *s = open_store(srv, 3, 2, 300, NETVM_OK);
+    /* 1 s: long enough that the stopped server is not yet taken as dead
+     * (NV_GM_TIMEOUTS_TO_DEAD) before it is continued, even under sanitizers */
+    struct nv_gstore *s = open_store(srv, 3, 2, 1000, NETVM_OK);
     store_all(s, 1);
     gs_signal(&srv[0], SIGSTOP);
     check_all(s, 1);   /* every page, including those srv 0 holds first */
@@ -290,6 +292,35 @@ static void case_stop(void)
     s->ops->close(s);
     for (int i = 0; i < 3; i++)
         gs_stop(&srv[i]);
+}
+
+/* A server that stays stopped is taken as dead after NV_GM_TIMEOUTS_TO_DEAD
+ * timeouts of silence and its pages re-replicated: a second server lost after
+ * that costs nothing either. */
+static void case_hang(void)
+{
+    struct gs_server srv[3];
+    for (int i = 0; i < 3; i++)
+        gs_start(&srv[i], "16M", "2000");
+    struct nv_gstore *s = open_store(srv, 3, 2, 200, NETVM_OK);
+    store_all(s, 1);
+    gs_signal(&srv[0], SIGSTOP);
+    EVENTUALLY(health(s).servers_alive == 2);
+    struct nv_gm_servers *g = ((struct nv_gstore_remote *)s)->g;
+    EVENTUALLY(atomic_load(&g->srv[0].state) == NV_GM_SRV_DEAD);
+    EVENTUALLY(health(s).pages_degraded == 0);
+    CHECK(health(s).pages_lost == 0);
+    gs_signal(&srv[1], SIGKILL);
+    gs_reap(&srv[1]);
+    check_all(s, 1);
+    CHECK(health(s).pages_lost == 0);
+    /* it answers again, but stays out: its copies are not the directory's */
+    gs_signal(&srv[0], SIGCONT);
+    check_all(s, 1);
+    CHECK(atomic_load(&g->srv[0].state) == NV_GM_SRV_DEAD);
+    s->ops->close(s);
+    gs_stop(&srv[0]);
+    gs_stop(&srv[2]);
 }
 
 /* R=1 and the only copy's server killed: those pages fail, are counted
@@ -578,6 +609,8 @@ int main(int argc, char **argv)
         case_kill();
     else if (!strcmp(c, "stop"))
         case_stop();
+    else if (!strcmp(c, "hang"))
+        case_hang();
     else if (!strcmp(c, "lost"))
         case_lost();
     else if (!strcmp(c, "add_remove"))
