@@ -4,6 +4,7 @@
  * forwards requests for them meanwhile) and netvm_gmem_server_remove
  * (every copy on the server goes to the next server of its placement,
  * then the server is let go). */
+#include "gmem/own_ctx.h"
 #include "gmem/store_remote.h"
 #include "util/log.h"
 
@@ -181,11 +182,14 @@ static uint64_t free_region_at(struct nv_gstore_remote *r, int idx)
     return 0;
 }
 
-netvm_status_t netvm_gmem_server_add(netvm_ctx_t *ctx, const char *addr)
+netvm_status_t netvm_gmem_server_add(netvm_ctx_t *user, const char *addr)
 {
-    if (!ctx || !addr)
+    if (!user || !addr)
         return NETVM_ERR_INVAL;
     netvm_status_t st;
+    netvm_ctx_t *ctx = nv_gmem_own_ctx(user, &st);
+    if (!ctx)
+        return st;
     struct nv_gm_servers *g = nv_gm_servers_if(ctx);
     if (!g || !g->monitor_started) {
         /* no region yet: this server starts the set */
@@ -225,11 +229,12 @@ netvm_status_t nv_gm_evacuate(struct nv_gm_servers *g, int idx)
     return atomic_load(&s->pages_held) ? NETVM_ERR_NOMEM : NETVM_OK;
 }
 
-netvm_status_t netvm_gmem_server_remove(netvm_ctx_t *ctx, const char *addr)
+netvm_status_t netvm_gmem_server_remove(netvm_ctx_t *user, const char *addr)
 {
-    if (!ctx || !addr)
+    if (!user || !addr)
         return NETVM_ERR_INVAL;
-    struct nv_gm_servers *g = nv_gm_servers_if(ctx);
+    netvm_ctx_t *ctx = nv_gmem_own_ctx_if(user);
+    struct nv_gm_servers *g = ctx ? nv_gm_servers_if(ctx) : NULL;
     if (!g)
         return NETVM_ERR_NOTFOUND;
     pthread_mutex_lock(&g->admin);
