@@ -31,6 +31,10 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/netvm DESTINATION ${CMAKE_INSTAL
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}
   FILES_MATCHING PATTERN "*.md" PATTERN "*.png")
+# netvm memd's systemd unit and example config, for the administrator to copy
+# into /etc (docs/memd.md): installing into /etc from a build is not ours to do
+install(FILES ${PROJECT_SOURCE_DIR}/dist/netvm-memd.service ${PROJECT_SOURCE_DIR}/dist/memd.conf
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/netvm/dist)
 
 # pkg-config: the prefix is the one installed to, known only at install time
 # (cmake --install --prefix may differ from CMAKE_INSTALL_PREFIX), so the file

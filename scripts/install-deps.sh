@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing netvm needs, only where it is missing.
 # --peers also installs the comparison peers (UCX, Open MPI with OpenSHMEM,
-# and UCX's headers for the put-with-signal peer bench/peers/ucx_signal.c).
+# and UCX's headers for the put-with-signal peer bench/peers/ucx_signal.c)
+# and the swap comparison's tools; --swap only the latter.
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -22,6 +23,15 @@ have mpirun || need+=(openmpi-bin)
 # clang with libFuzzer: the fuzz targets of every wire decoder
 have clang || need+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
+# --peers and --swap: bench/gmem/swap_compare's tools (swap to a file and to
+# zram under a memory cgroup): swapon/swapoff (mount), mkswap and fallocate
+# (util-linux), modprobe for zram (kmod)
+if [ "${1:-}" = "--peers" ] || [ "${1:-}" = "--swap" ]; then
+  have swapon || [ -x /usr/sbin/swapon ] || [ -x /sbin/swapon ] || need+=(mount)
+  have mkswap || [ -x /usr/sbin/mkswap ] || [ -x /sbin/mkswap ] || need+=(util-linux)
+  have fallocate || need+=(util-linux)
+  have modprobe || [ -x /usr/sbin/modprobe ] || [ -x /sbin/modprobe ] || need+=(kmod)
+fi
 if [ "${1:-}" = "--peers" ]; then
   have ucx_perftest || need+=(ucx-utils)
   [ -f /usr/include/ucp/api/ucp.h ] || need+=(libucx-dev)

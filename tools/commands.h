@@ -5,5 +5,7 @@
 int nv_cmd_run(int argc, char **argv);    /* run.c:   the launcher */
 int nv_cmd_info(int argc, char **argv);   /* info.c:  version, links, configuration */
 int nv_cmd_bench(int argc, char **argv);  /* bench.c: latency, bandwidth, atomics */
+int nv_cmd_memd(int argc, char **argv);   /* memd.c:  the memory server */
+int nv_cmd_stat(int argc, char **argv);   /* stat.c:  a memory server's state */
 
 #endif

@@ -12,6 +12,8 @@ static const struct {
     { "run",   nv_cmd_run,   "launch a job: netvm run -n N [options] [--] PROGRAM ARGS..." },
     { "info",  nv_cmd_info,  "print version, links and every NETVM_* variable" },
     { "bench", nv_cmd_bench, "measure put/get/atomic latency, bandwidth and rate" },
+    { "memd",  nv_cmd_memd,  "run a memory server: netvm memd --listen tcp:HOST:PORT --size BYTES ..." },
+    { "stat",  nv_cmd_stat,  "show a memory server's state: netvm stat ADDRESS [--json]" },
 };
 
 static void usage(FILE *f)

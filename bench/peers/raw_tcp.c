@@ -3,7 +3,8 @@
  * the same methods as `netvm bench` (docs/performance.md):
  *   put_lat   ping-pong: A sends s bytes, B receives them and sends s bytes
  *             back; one-way latency = round trip / 2
- *   get_lat   A sends an 8-byte request, B answers with s bytes; time per op
+ *   get_lat   A sends an 8-byte request (--req-size), B answers with s bytes;
+ *             time per op
  *   put_bw    windows of 32 messages of s bytes, then B sends a 1-byte ack
  *   get_bw    A asks for a window of 32 x s bytes, B sends them
  *   put_rate  windows of 64 messages of 8 bytes (one send(2) each), then an ack
@@ -39,9 +40,12 @@ static const struct { const char *name, *unit; unsigned window; int bw; } ops[OP
     [OP_PUT_RATE] = { "put_rate", "Mops", 64, 0 },
 };
 
-struct cmd { uint32_t op, pad; uint64_t size, count; };
+/* req: bytes of a get's request (the 8 of netvm's get, the 32 of a gmem page request) */
+struct cmd { uint32_t op, req; uint64_t size, count; };
 
+#define MAX_REQ 256
 static int polling = 1;
+static unsigned req_size = 8;
 static uint8_t *buf;
 
 static void die(const char *what)
@@ -92,7 +96,7 @@ static void recv_all(int fd, void *p, size_t n)
 
 static void serve(int fd)
 {
-    uint8_t ack = 1, req[8];
+    uint8_t ack = 1, req[MAX_REQ];
     for (;;) {
         struct cmd c;
         recv_all(fd, &c, sizeof c);
@@ -101,14 +105,14 @@ static void serve(int fd)
         for (uint64_t i = 0; i < c.count; i++) {
             switch (c.op) {
             case OP_PUT_LAT: recv_all(fd, buf, c.size); send_all(fd, buf, c.size); break;
-            case OP_GET_LAT: recv_all(fd, req, 8); send_all(fd, buf, c.size); break;
+            case OP_GET_LAT: recv_all(fd, req, c.req); send_all(fd, buf, c.size); break;
             case OP_PUT_BW:
                 for (unsigned k = 0; k < 32; k++)
                     recv_all(fd, buf, c.size);
                 send_all(fd, &ack, 1);
                 break;
             case OP_GET_BW:
-                recv_all(fd, req, 8);
+                recv_all(fd, req, c.req);
                 for (unsigned k = 0; k < 32; k++)
                     send_all(fd, buf, c.size);
                 break;
@@ -125,21 +129,21 @@ static void serve(int fd)
 /* One batch of count iterations; returns its seconds. */
 static double batch(int fd, unsigned op, size_t size, uint64_t count)
 {
-    struct cmd c = { .op = op, .size = size, .count = count };
-    uint8_t ack, req[8] = { 0 };
+    struct cmd c = { .op = op, .req = req_size, .size = size, .count = count };
+    uint8_t ack, req[MAX_REQ] = { 0 };
     send_all(fd, &c, sizeof c);
     double t0 = now();
     for (uint64_t i = 0; i < count; i++) {
         switch (op) {
         case OP_PUT_LAT: send_all(fd, buf, size); recv_all(fd, buf, size); break;
-        case OP_GET_LAT: send_all(fd, req, 8); recv_all(fd, buf, size); break;
+        case OP_GET_LAT: send_all(fd, req, req_size); recv_all(fd, buf, size); break;
         case OP_PUT_BW:
             for (unsigned k = 0; k < 32; k++)
                 send_all(fd, buf, size);
             recv_all(fd, &ack, 1);
             break;
         case OP_GET_BW:
-            send_all(fd, req, 8);
+            send_all(fd, req, req_size);
             for (unsigned k = 0; k < 32; k++)
                 recv_all(fd, buf, size);
             break;
@@ -172,8 +176,8 @@ static int measure(int fd, unsigned op, size_t size, double min_s)
     else
         v = 64.0 * (double)n / t / 1e6;
     printf("{\"metric\":\"%s\",\"size\":%zu,\"unit\":\"%s\",\"value\":%.9g,\"iters\":%llu,\"seconds\":%.6f,"
-           "\"wait\":\"%s\"}\n", ops[op].name, op == OP_PUT_RATE ? (size_t)8 : size, ops[op].unit, v,
-           (unsigned long long)n, t, polling ? "poll" : "sleep");
+           "\"wait\":\"%s\",\"req\":%u}\n", ops[op].name, op == OP_PUT_RATE ? (size_t)8 : size, ops[op].unit, v,
+           (unsigned long long)n, t, polling ? "poll" : "sleep", req_size);
     fflush(stdout);
     return 1;
 }
@@ -183,8 +187,8 @@ static int measure(int fd, unsigned op, size_t size, double min_s)
 static void usage(void)
 {
     fprintf(stderr, "usage: netvm_peer_tcp [--wait poll|sleep] [--min-ms MS] [--lat-sizes L] "
-                    "[--bw-sizes L] [--metrics put_lat,get_lat,put_bw,get_bw,put_rate]\n"
-                    "sizes: 8 to %u bytes\n", MAX_SIZE);
+                    "[--bw-sizes L] [--metrics put_lat,get_lat,put_bw,get_bw,put_rate] [--req-size N]\n"
+                    "sizes: 8 to %u bytes; --req-size: a get's request, 1 to %u bytes (8)\n", MAX_SIZE, MAX_REQ);
     exit(2);
 }
 
@@ -237,6 +241,11 @@ int main(int argc, char **argv)
             nbw = parse_sizes(argv[i + 1], bw, 8);
         else if (!strcmp(argv[i], "--metrics"))
             metrics = argv[i + 1];
+        else if (!strcmp(argv[i], "--req-size")) {
+            req_size = (unsigned)atoi(argv[i + 1]);
+            if (req_size < 1 || req_size > MAX_REQ)
+                usage();
+        }
         else
             usage();
     }

@@ -115,7 +115,8 @@ netvm_status_t netvm_am_request(netvm_ctx_t *ctx, int peer, unsigned id, const u
 
 /* Answer a request (from any thread, any peer holding its token, once).
  * Never blocks. NETVM_ERR_PEER if the origin is not a peer of this
- * context. */
+ * context; NETVM_ERR_KEY if the token's payload key is not its call's
+ * (an altered token: the payload key is derived from the call key). */
 netvm_status_t netvm_am_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, netvm_status_t status,
                               const uint64_t *args, unsigned nargs, const void *payload, size_t len);
 

@@ -107,7 +107,9 @@ enum {
 /* Optional settings for netvm_init. A zero field means "take it from the
  * environment, else the default" (see `netvm info` for every NETVM_* variable). */
 typedef struct {
-    const char *boot;        /* bootstrap address, as NETVM_BOOT; NULL: environment or singleton */
+    const char *boot;        /* bootstrap address, as NETVM_BOOT; NULL: environment or singleton;
+                                "none": a job of one whatever the environment says (a private
+                                context beside the job's, reached only by netvm_connect) */
     int         timeout_ms;  /* as NETVM_TIMEOUT */
     int         no_progress_thread; /* 1: no background progress (targets progress only inside netvm calls) */
     int         thread_level;       /* NETVM_THREAD_*, as NETVM_THREADS */

@@ -73,7 +73,7 @@ netvm_status_t netvm_rpc_register(netvm_ctx_t *ctx, unsigned op, netvm_rpc_proc_
  * buffer, checked by the payload token's key before a byte lands; one
  * longer than that buffer (or any, when the caller named none) fails the
  * call at the caller with NETVM_ERR_BOUNDS, the buffer untouched. A second
- * answer to one token, or one with an altered token, is dropped by the
+ * answer to one token, or one with an altered call key, is dropped by the
  * caller and counted (netvm_am_stats().dropped_replies). Never blocks.
  * NETVM_ERR_INVAL for bad arguments, NETVM_ERR_PEER if the caller is gone. */
 netvm_status_t netvm_rpc_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, netvm_status_t status,

@@ -254,10 +254,10 @@ static netvm_status_t hello(nv_boot_t *b, uint64_t deadline)
     return st;
 }
 
-static netvm_status_t open_singleton(nv_boot_t *b)
+static netvm_status_t open_singleton(nv_boot_t *b, int alone)
 {
     const char *size = getenv("NETVM_SIZE");
-    if (size && *size && strcmp(size, "1") != 0) {
+    if (!alone && size && *size && strcmp(size, "1") != 0) {
         nv_error("bootstrap: NETVM_SIZE=%s but NETVM_BOOT is not set", size);
         return NETVM_ERR_BOOT;
     }
@@ -311,12 +311,14 @@ netvm_status_t nv_boot_open(nv_boot_t **boot, const char *addr, int timeout_ms)
     b->fd = -1;
     b->dead_rank = -1;
     b->timeout_ms = timeout_ms ? timeout_ms : (int)nv_config_long("NETVM_TIMEOUT", 1, 86400000);
+    int alone = addr && strcmp(addr, "none") == 0;   /* a private context: a job of one, whatever the environment says */
     if (!addr)
         addr = getenv("NETVM_BOOT");
     /* the netvm launcher first: a `netvm run` under mpirun is its own job */
-    netvm_status_t st = addr && *addr           ? open_member(b, addr)
+    netvm_status_t st = alone                   ? open_singleton(b, 1)
+                        : addr && *addr         ? open_member(b, addr)
                         : nv_boot_pmix_started() ? open_pmix(b)
-                                                 : open_singleton(b);
+                                                 : open_singleton(b, 0);
     if (st != NETVM_OK) {
         b->broken = 1;      /* no BYE from a process that never joined */
         nv_boot_close(b);

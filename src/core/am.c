@@ -131,7 +131,6 @@ netvm_status_t nv_am_send(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_hdr 
         owed = UINT16_MAX;
     }
     h->credits = (uint16_t)owed;
-    h->src = p->lp.remote_id;
     uint8_t hdr[NV_AM_HDR_MAX];
     size_t hlen = nv_am_hdr_encode(h, hdr);
     netvm_status_t st = l->ops->am_send(l, &p->lp, hdr, hlen, payload, (size_t)h->len, flags, req,
@@ -237,14 +236,10 @@ static void make_token(netvm_ctx_t *ctx, struct netvm_req *q, struct nv_am_token
     t->call = id;
     t->key = key;
     /* a payload token even without a reply buffer: a reply with a payload
-     * then reaches the caller, and fails its request (NETVM_ERR_BOUNDS).
-     * Its key comes from the call's: both travel in the one token, so
-     * whoever could learn one has the other, and nobody without the token
-     * learns either (one SipHash per call, not two) */
+     * then reaches the caller, and fails its request (NETVM_ERR_BOUNDS);
+     * its key comes from the call's (wire/am.h) */
     t->pindex = 1;
-    t->pkey = (key << 29 | key >> 35) ^ 0x7061796c6b657921ull;   /* "paylkey!" */
-    if (!t->pkey)
-        t->pkey = 1;
+    t->pkey = nv_am_pkey(key);
     atomic_store_explicit(&q->pkey, t->pkey, memory_order_relaxed);
     atomic_store_explicit(&q->key, key, memory_order_release);
 }
@@ -335,6 +330,14 @@ static int token_bad(const netvm_am_token_t *pub)
     return (pub->w[1] >> 32) > 1;
 }
 
+/* A token whose payload key is not its call's (wire/am.h derives one from
+ * the other and sends only the call's): altered, so refused here, where it
+ * is held, rather than sent on with a key the wire would not carry. */
+static int token_pkey_bad(const netvm_am_token_t *pub)
+{
+    return (pub->w[1] >> 32) == 1 && pub->w[3] != nv_am_pkey(pub->w[2]);
+}
+
 static void token_from_pub(const netvm_am_token_t *pub, struct nv_am_token *t)
 {
     t->origin = pub->w[0];
@@ -384,6 +387,8 @@ netvm_status_t netvm_am_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, n
 {
     if (!ctx || !token || (unsigned)status >= NETVM_STATUS_COUNT || token_bad(token))
         return NETVM_ERR_INVAL;
+    if (token_pkey_bad(token))
+        return NETVM_ERR_KEY;
     netvm_status_t st = check_msg(nargs, args, payload, len);
     if (st != NETVM_OK)
         return st;
@@ -411,6 +416,8 @@ netvm_status_t nv_am_forward_id(netvm_ctx_t *ctx, int peer, unsigned id, const n
 {
     if (!token || token_bad(token))
         return NETVM_ERR_INVAL;
+    if (token_pkey_bad(token))
+        return NETVM_ERR_KEY;
     struct nv_peer *p;
     struct nv_am_hdr h;
     netvm_status_t st = start_msg(ctx, peer, id, args, nargs, payload, len, &p, &h);

@@ -22,7 +22,7 @@ enum {
 
 /* Per-context state slots, one per service. */
 enum { NV_SVC_STATE_MSG, NV_SVC_STATE_RPC, NV_SVC_STATE_SYNC, NV_SVC_STATE_CHAN, NV_SVC_STATE_GMEM,
-       NV_SVC_STATE_GMEM_SERVER, NV_SVC_NSTATE = 8 };
+       NV_SVC_STATE_GMEM_SERVER, NV_SVC_STATE_GMEM_OWN, NV_SVC_NSTATE = 8 };
 
 /* Handler k (< NV_SVC_NIDS) of the services; fn NULL removes it. */
 netvm_status_t nv_svc_register(netvm_ctx_t *ctx, unsigned k, netvm_am_handler_fn fn, void *arg);

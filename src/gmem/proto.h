@@ -23,6 +23,8 @@
 
 #define NV_GM_VERSION 1
 #define NV_GM_PAGE    NETVM_GMEM_PAGE
+/* Pages one PUT may carry (a longer one is NETVM_ERR_INVAL). */
+#define NV_GM_PUT_MAX 1024u
 
 enum {
     /* args [version, role (NV_GM_ROLE_*), client id (a server: its own server id)]

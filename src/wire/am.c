@@ -20,9 +20,7 @@ size_t nv_am_hdr_encode(const struct nv_am_hdr *h, uint8_t *out)
     out[4] = h->nargs;
     out[5] = h->status;
     nv_put16(out + 6, h->credits);
-    nv_put32(out + 8, h->src);
-    nv_put32(out + 12, 0);
-    nv_put64(out + 16, h->len);
+    nv_put32(out + 8, (uint32_t)h->len);
     uint8_t *p = out + NV_AMW_FIXED;
     for (unsigned i = 0; i < h->nargs; i++, p += 8)
         nv_put64(p, h->args[i]);
@@ -31,7 +29,6 @@ size_t nv_am_hdr_encode(const struct nv_am_hdr *h, uint8_t *out)
         nv_put32(p + 8, h->token.call);
         nv_put32(p + 12, h->token.pindex);
         nv_put64(p + 16, h->token.key);
-        nv_put64(p + 24, h->token.pkey);
         p += NV_AMW_TOKEN_LEN;
     }
     return (size_t)(p - out);
@@ -46,10 +43,9 @@ size_t nv_am_hdr_decode(const uint8_t *buf, size_t len, struct nv_am_hdr *h)
     h->nargs = buf[4];
     h->status = buf[5];
     h->credits = nv_get16(buf + 6);
-    h->src = nv_get32(buf + 8);
-    h->len = nv_get64(buf + 16);
+    h->len = nv_get32(buf + 8);
     if ((h->flags & ~(unsigned)NV_AMW_F_ALL) || h->nargs > NV_AM_MAX_ARGS || h->status >= NETVM_STATUS_COUNT ||
-        nv_get32(buf + 12) != 0 || h->len > NV_AM_MAX_LEN)
+        h->len > NV_AM_MAX_LEN)
         return 0;
     /* a message is a request or a reply, not both */
     if ((h->flags & NV_AMW_F_TOKEN) && (h->flags & NV_AMW_F_REPLY))
@@ -67,9 +63,9 @@ size_t nv_am_hdr_decode(const uint8_t *buf, size_t len, struct nv_am_hdr *h)
         h->token.call = nv_get32(p + 8);
         h->token.pindex = nv_get32(p + 12);
         h->token.key = nv_get64(p + 16);
-        h->token.pkey = nv_get64(p + 24);
         if (h->token.pindex > 1)
             return 0;
+        h->token.pkey = h->token.pindex ? nv_am_pkey(h->token.key) : 0;
     }
     return need;
 }

@@ -10,12 +10,15 @@
  *   0  u8  version            1  u8  flags (NV_AMW_F_*)
  *   2  u16 handler id         4  u8  nargs  5 u8 status (replies)
  *   6  u16 credits returned to the receiver
- *   8  u32 src: the sender's peer id in the receiver's table (links that
- *          cannot tell the sender themselves use it; 0 elsewhere)
- *   12 u32 reserved (0)
- *   16 u64 payload length
- *   24 args[nargs]
- *   then NV_AMW_TOKEN_LEN bytes of reply token with F_TOKEN or F_REPLY.
+ *   8  u32 payload length (at most NV_AM_MAX_LEN)
+ *   12 args[nargs]
+ *   then NV_AMW_TOKEN_LEN bytes of reply token with F_TOKEN or F_REPLY:
+ *   origin u64, call u32, pindex u32, key u64. The payload token's key is
+ *   not sent: it is derived from the call's key (nv_am_pkey), which is
+ *   what the origin checks it against.
+ * Small, so that the shm link's commonest records fit one ring slot: a
+ * request with one argument and a token (an RPC call), and a reply with a
+ * token, each with the link's framing, are at most 56 bytes.
  * Decoding checks every field's range, so a malformed header is rejected,
  * never acted on. */
 #ifndef NV_WIRE_AM_H
@@ -24,10 +27,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NV_AM_VERSION     3
+#define NV_AM_VERSION     4
 #define NV_AM_MAX_ARGS    6
-#define NV_AMW_FIXED      24
-#define NV_AMW_TOKEN_LEN  32
+#define NV_AMW_FIXED      12
+#define NV_AMW_TOKEN_LEN  24
 #define NV_AM_HDR_MAX     (NV_AMW_FIXED + 8 * NV_AM_MAX_ARGS + NV_AMW_TOKEN_LEN)
 /* one active message's payload is at most this long (larger data: RMA) */
 #define NV_AM_MAX_LEN     (1ull << 30)
@@ -47,8 +50,17 @@ struct nv_am_token {
     uint32_t call;      /* the origin's request id (index | generation) */
     uint32_t pindex;    /* 1: the call named a reply buffer (its payload token); 0: none */
     uint64_t key;
-    uint64_t pkey;      /* the payload token's key */
+    uint64_t pkey;      /* the payload token's key: nv_am_pkey(key) when pindex is 1, else 0 */
 };
+
+/* The payload token's key of a call whose key is key: both travel in the
+ * one token, so whoever could learn one has the other, and nobody without
+ * the token learns either (one SipHash per call, not two); never 0. */
+static inline uint64_t nv_am_pkey(uint64_t key)
+{
+    uint64_t k = (key << 29 | key >> 35) ^ 0x7061796c6b657921ull;   /* "paylkey!" */
+    return k ? k : 1;
+}
 
 struct nv_am_hdr {
     uint8_t  flags;     /* NV_AMW_F_* */
@@ -56,7 +68,6 @@ struct nv_am_hdr {
     uint8_t  nargs;
     uint8_t  status;    /* replies: netvm_status_t */
     uint16_t credits;
-    uint32_t src;
     uint64_t len;
     uint64_t args[NV_AM_MAX_ARGS];
     struct nv_am_token  token;

@@ -5,8 +5,9 @@
  *    caller has the first one's arguments and bytes, the second's never
  *    land in reply_buf;
  *  - replies with a token one bit off in each word while the call is
- *    pending (flipped origin: not a peer, refused at the replier; call id,
- *    key; payload index and key with a payload): the call completes with
+ *    pending (flipped origin: not a peer, and payload key: not the call
+ *    key's, both refused at the replier; call id, key; payload index with
+ *    a payload): the call completes with
  *    the genuine reply that follows;
  *  - a reply after its call completed, with the call's request slot
  *    already serving a newer pending call: that one gets its own reply;
@@ -16,6 +17,7 @@
  * The counts are exact: rank 0 dropped exactly what rank 1 forged or
  * repeated, rank 1 dropped nothing. */
 #include "am_test.h"
+#include "wire/am.h"
 
 enum { H_TWICE = 1, H_FORGE = 2, H_KEEP = 3, H_HOLD = 4, H_GO = 5 };
 enum { K_REPLY = 1 };
@@ -53,11 +55,14 @@ static int on_twice(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
 
 /* What the replier's netvm_am_reply says to a token with a bit flipped:
  * an origin that is not a peer, a payload index the wire cannot carry, no
- * payload index for a payload. The others reach the origin. */
+ * payload index for a payload, a payload key that is not the call key's
+ * (the wire carries only the call key). The others reach the origin. */
 static netvm_status_t refused(unsigned w, unsigned bit, size_t len)
 {
     if (w == 0)
         return NETVM_ERR_PEER;
+    if (w == 3)
+        return NETVM_ERR_KEY;
     if (w == 1 && bit > 32)
         return NETVM_ERR_INVAL;
     if (w == 1 && bit == 32 && len)
@@ -70,6 +75,10 @@ static void forge(netvm_ctx_t *ctx, const netvm_am_msg_t *m, unsigned w, unsigne
 {
     netvm_am_token_t t = m->token;
     t.w[w] ^= 1ull << bit;
+    /* a forger who alters the call key derives the payload key from it as
+     * netvm does, so the forgery reaches the origin, whose check it meets */
+    if (w == 2 && (t.w[1] >> 32) == 1)
+        t.w[3] = nv_am_pkey(t.w[2]);
     netvm_status_t want = refused(w, bit, len);
     reply(ctx, &t, FORGED, m->args[0], len, want);
     atomic_fetch_add(want != NETVM_OK ? &forged_refused : &forged_sent, 1);

@@ -4,7 +4,7 @@ standalone runs start from inputs that get past decoding:
 
   tcp_frame  one v2 frame header (wire/tcp_frame.h) per kind and flag rule,
              a trailer after the header where the frame has one
-  am         v3 active-message headers (wire/am.h): every argument count,
+  am         v4 active-message headers (wire/am.h): every argument count,
              requests and replies, the application's handler 0 and core's
              handlers 1024..1031
   handshake  HELLO, AUTH and WELCOME payloads (wire/handshake.h)
@@ -48,7 +48,7 @@ def trailer(status=OK):
 
 
 # --- wire/am.h ----------------------------------------------------------------------------
-AM_VERSION = 3
+AM_VERSION = 4
 AMW_F_TOKEN, AMW_F_REPLY = 1, 2
 # core's handlers (src/core/internal.h, NV_AMH_*): the first id past the application's
 APP = 0
@@ -60,15 +60,15 @@ def token(origin=0x5eed000000000007, call=0x00010003, pindex=0, key=0x6b6579206b
     return (origin, call, pindex, key, pkey)
 
 
-def am_hdr(handler, args=(), flags=0, status=OK, credits=0, src=0, ln=0, tok=None):
-    # version u8 | flags u8 | handler u16 | nargs u8 | status u8 | credits u16 | src u32 |
-    # reserved u32 | len u64 | args[nargs] u64 | token (origin u64, call u32, pindex u32,
-    # key u64, pkey u64) with F_TOKEN or F_REPLY
+def am_hdr(handler, args=(), flags=0, status=OK, credits=0, ln=0, tok=None):
+    # version u8 | flags u8 | handler u16 | nargs u8 | status u8 | credits u16 | len u32 |
+    # args[nargs] u64 | token (origin u64, call u32, pindex u32, key u64) with F_TOKEN or
+    # F_REPLY (the payload key is derived from the call key, not sent)
     assert len(args) <= 6
-    b = struct.pack('<BBHBBHIIQ', AM_VERSION, flags, handler, len(args), status, credits, src, 0, ln)
+    b = struct.pack('<BBHBBHI', AM_VERSION, flags, handler, len(args), status, credits, ln)
     b += b''.join(struct.pack('<Q', a) for a in args)
     if flags & (AMW_F_TOKEN | AMW_F_REPLY):
-        b += struct.pack('<QIIQQ', *(tok or token()))
+        b += struct.pack('<QIIQ', *(tok or token())[:4])
     return b
 
 
@@ -194,7 +194,7 @@ frames = {
     **{'am_' + name: am_frame(msg) for name, msg in am_messages.items()},
     'am_trailer': am_frame(am_msg(APP, (5,), bytes(range(100))), flags=F_TRAILER),
     'am_trailer_fault': am_frame(am_msg(APP, (5,), bytes(100)), flags=F_TRAILER, status=ERR_FAULT),
-    'am_short_payload': tcp_hdr(AM, ln=24 + 8) + am_hdr(APP, ln=16) + bytes(8),
+    'am_short_payload': tcp_hdr(AM, ln=12 + 8) + am_hdr(APP, ln=16) + bytes(8),
     'bye': tcp_hdr(BYE),
 }
 

@@ -1,4 +1,4 @@
-/* The active-message header (wire/am.h, version 3): round trips for every
+/* The active-message header (wire/am.h, version 4): round trips for every
  * argument count with and without a reply token, the little-endian layout
  * at its fixed offsets, every malformed header rejected (each field's
  * range, both token flags, a bad token, every truncation), and random
@@ -31,7 +31,6 @@ static struct nv_am_hdr sample(unsigned nargs, uint8_t flags)
     h.nargs = (uint8_t)nargs;
     h.status = NETVM_STATUS_COUNT - 1;
     h.credits = 0xc3d4;
-    h.src = 0x11223344u;
     h.len = NV_AM_MAX_LEN - 5;
     for (unsigned i = 0; i < nargs; i++)
         h.args[i] = 0x0102030405060708ull * (i + 1) ^ 0xf0e0d0c0b0a09080ull;
@@ -40,7 +39,7 @@ static struct nv_am_hdr sample(unsigned nargs, uint8_t flags)
         h.token.call = 0xdeadbeefu;
         h.token.pindex = 1;
         h.token.key = 0x0badc0ffee0ddf00ull;
-        h.token.pkey = 0x1337133713371337ull;
+        h.token.pkey = nv_am_pkey(h.token.key);
     }
     return h;
 }
@@ -48,7 +47,7 @@ static struct nv_am_hdr sample(unsigned nargs, uint8_t flags)
 static int same(const struct nv_am_hdr *a, const struct nv_am_hdr *b)
 {
     if (a->flags != b->flags || a->handler != b->handler || a->nargs != b->nargs || a->status != b->status ||
-        a->credits != b->credits || a->src != b->src || a->len != b->len)
+        a->credits != b->credits || a->len != b->len)
         return 0;
     for (unsigned i = 0; i < NV_AM_MAX_ARGS; i++)
         if (a->args[i] != (i < a->nargs ? b->args[i] : 0) || b->args[i] != (i < b->nargs ? a->args[i] : 0))
@@ -97,14 +96,14 @@ static void round_trips(void)
             h.handler = UINT16_MAX;
             h.status = 0;
             h.credits = UINT16_MAX;
-            h.src = UINT32_MAX;
             h.len = NV_AM_MAX_LEN;
             for (unsigned i = 0; i < nargs; i++)
                 h.args[i] = i & 1 ? 0 : UINT64_MAX;
             if (flag_sets[f]) {
                 h.token.pindex = 0;
                 h.token.call = UINT32_MAX;
-                h.token.origin = h.token.key = h.token.pkey = UINT64_MAX;
+                h.token.origin = h.token.key = UINT64_MAX;
+                h.token.pkey = 0;   /* no payload token: none derived */
             }
             CHECK(nv_am_hdr_encode(&h, buf) == want);
             CHECK(nv_am_hdr_decode(buf, want, &d) == want && same(&h, &d));
@@ -121,37 +120,36 @@ static void layout(void)
     struct nv_am_hdr h = sample(NV_AM_MAX_ARGS, NV_AMW_F_TOKEN);
     uint8_t b[NV_AM_HDR_MAX];
     CHECK(nv_am_hdr_encode(&h, b) == NV_AM_HDR_MAX);
-    CHECK(NV_AM_HDR_MAX == 24 + 48 + 32);
-    CHECK(b[0] == NV_AM_VERSION && NV_AM_VERSION == 3);
+    CHECK(NV_AM_HDR_MAX == 12 + 48 + 24);
+    CHECK(b[0] == NV_AM_VERSION && NV_AM_VERSION == 4);
     CHECK(b[1] == NV_AMW_F_TOKEN);
     CHECK(b[2] == 0xb2 && b[3] == 0xa1);                                  /* handler */
     CHECK(b[4] == NV_AM_MAX_ARGS);                                        /* nargs */
     CHECK(b[5] == NETVM_STATUS_COUNT - 1);                                /* status */
     CHECK(b[6] == 0xd4 && b[7] == 0xc3);                                  /* credits */
-    CHECK(b[8] == 0x44 && b[9] == 0x33 && b[10] == 0x22 && b[11] == 0x11); /* src */
-    CHECK(b[12] == 0 && b[13] == 0 && b[14] == 0 && b[15] == 0);          /* reserved */
-    CHECK(nv_get64(b + 16) == NV_AM_MAX_LEN - 5);                         /* payload length */
-    CHECK(b[16] == (uint8_t)(NV_AM_MAX_LEN - 5) && b[19] == 0x3f && b[23] == 0);
+    CHECK(nv_get32(b + 8) == NV_AM_MAX_LEN - 5);                         /* payload length */
+    CHECK(b[8] == (uint8_t)(NV_AM_MAX_LEN - 5) && b[11] == 0x3f);
     for (unsigned i = 0; i < NV_AM_MAX_ARGS; i++) {
-        CHECK(nv_get64(b + 24 + 8 * i) == h.args[i]);
-        CHECK(b[24 + 8 * i] == (uint8_t)h.args[i] && b[31 + 8 * i] == (uint8_t)(h.args[i] >> 56));
+        CHECK(nv_get64(b + 12 + 8 * i) == h.args[i]);
+        CHECK(b[12 + 8 * i] == (uint8_t)h.args[i] && b[19 + 8 * i] == (uint8_t)(h.args[i] >> 56));
     }
-    const uint8_t *t = b + 24 + 8 * NV_AM_MAX_ARGS;
+    const uint8_t *t = b + 12 + 8 * NV_AM_MAX_ARGS;
     CHECK(t[0] == 0x11 && t[7] == 0x88);                                  /* origin */
     CHECK(t[8] == 0xef && t[9] == 0xbe && t[10] == 0xad && t[11] == 0xde); /* call */
     CHECK(t[12] == 1 && t[13] == 0 && t[14] == 0 && t[15] == 0);          /* pindex */
     CHECK(nv_get64(t + 16) == 0x0badc0ffee0ddf00ull && t[16] == 0x00 && t[23] == 0x0b); /* key */
-    CHECK(nv_get64(t + 24) == 0x1337133713371337ull);                     /* pkey */
+    /* the payload key is not sent: derived from the call key, never 0 */
+    CHECK(nv_am_pkey(0x0badc0ffee0ddf00ull) != 0);
 
     /* no arguments, a reply: the token follows the fixed part directly */
     h = sample(0, NV_AMW_F_REPLY);
     CHECK(nv_am_hdr_encode(&h, b) == NV_AMW_FIXED + NV_AMW_TOKEN_LEN);
     CHECK(b[1] == NV_AMW_F_REPLY && b[4] == 0);
-    CHECK(nv_get64(b + 24) == h.token.origin && nv_get32(b + 32) == h.token.call);
+    CHECK(nv_get64(b + 12) == h.token.origin && nv_get32(b + 20) == h.token.call);
     /* two arguments, no token */
     h = sample(2, 0);
     CHECK(nv_am_hdr_encode(&h, b) == NV_AMW_FIXED + 16);
-    CHECK(b[1] == 0 && nv_get64(b + 24) == h.args[0] && nv_get64(b + 32) == h.args[1]);
+    CHECK(b[1] == 0 && nv_get64(b + 12) == h.args[0] && nv_get64(b + 20) == h.args[1]);
 }
 
 static void malformed(void)
@@ -163,7 +161,7 @@ static void malformed(void)
     const size_t tok = NV_AMW_FIXED + 8 * 3;   /* the token's offset */
 
     /* version */
-    static const uint8_t versions[] = { 0, 1, 2, 4, 0x83, 0xff };
+    static const uint8_t versions[] = { 0, 1, 2, 3, 5, 0x84, 0xff };
     for (size_t i = 0; i < sizeof versions; i++) {
         memcpy(b, good, n);
         b[0] = versions[i];
@@ -202,23 +200,15 @@ static void malformed(void)
     memcpy(b, good, n);
     b[5] = NETVM_STATUS_COUNT - 1;
     CHECK(nv_am_hdr_decode(b, n, &d) == n);
-    /* reserved nonzero, any of its bytes */
-    for (unsigned i = 12; i < 16; i++) {
-        memcpy(b, good, n);
-        b[i] = 1;
-        CHECK(rejected(b, n));
-        b[i] = 0x80;
-        CHECK(rejected(b, n));
-    }
     /* payload longer than an active message may be */
-    static const uint64_t lens[] = { NV_AM_MAX_LEN + 1, NV_AM_MAX_LEN << 1, 1ull << 63, UINT64_MAX };
+    static const uint32_t lens[] = { NV_AM_MAX_LEN + 1, NV_AM_MAX_LEN << 1, 1u << 31, UINT32_MAX };
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
         memcpy(b, good, n);
-        nv_put64(b + 16, lens[i]);
+        nv_put32(b + 8, lens[i]);
         CHECK(rejected(b, n));
     }
     memcpy(b, good, n);
-    nv_put64(b + 16, NV_AM_MAX_LEN);
+    nv_put32(b + 8, NV_AM_MAX_LEN);
     CHECK(nv_am_hdr_decode(b, n, &d) == n && d.len == NV_AM_MAX_LEN);
     /* a token's pindex is 0 or 1 */
     static const uint32_t pindex[] = { 2, 3, 0x100, 0x80000000u, UINT32_MAX };
@@ -256,7 +246,7 @@ static void random_inputs(void)
 {
     long decoded = 0, with_token = 0;
     for (int it = 0; it < 100000; it++) {
-        uint8_t in[NV_AM_HDR_MAX + 8], out[NV_AM_HDR_MAX];
+        uint8_t in[NV_AM_HDR_MAX + 12], out[NV_AM_HDR_MAX];   /* a multiple of 8: filled by words */
         for (size_t i = 0; i < sizeof in; i += 8)
             nv_put64(in + i, next());
         /* three inputs in four get plausible fields, so many decode and
@@ -270,10 +260,8 @@ static void random_inputs(void)
                 in[4] = (uint8_t)(in[4] % (NV_AM_MAX_ARGS + 2));
             if ((r >> 33) % 8)
                 in[5] = (uint8_t)(in[5] % (NETVM_STATUS_COUNT + 1));
-            if ((r >> 36) % 8)
-                memset(in + 12, 0, 4);
             if ((r >> 39) % 8)
-                nv_put64(in + 16, nv_get64(in + 16) % (NV_AM_MAX_LEN + 2));
+                nv_put32(in + 8, nv_get32(in + 8) % (NV_AM_MAX_LEN + 2));
             /* the token's pindex: 0, 1, or the first bad value */
             size_t tok = NV_AMW_FIXED + 8u * (in[4] <= NV_AM_MAX_ARGS ? in[4] : 0);
             if ((r >> 42) % 4)

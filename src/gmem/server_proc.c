@@ -1,0 +1,253 @@
+/* The memory server's procedures (proto.h): HELLO, PUT, GET, FREE, STAT
+ * (MOVE is server_move.c's). They run in the progress engine and never
+ * block: the only waits are the table's shard locks and the free list's.
+ *
+ * GET answers from the pool slot itself. When may the slot be reused? A
+ * reply is sent with NV_AMS_REPLY | NV_AMS_COPY (core/am.c, send_reply):
+ * the link never keeps a reference to a reply's payload after
+ * netvm_rpc_reply returns. tcp copies it into the connection's send arena
+ * (or a buffer of its own when the arena is full, or a tcp_mail when
+ * another thread owns the connection: tcp_tx.c, tcp_link.c tcp_am_send);
+ * shm copies an eager payload into its ring (through a local copy that
+ * survives a fault) and a larger one into a malloc'd rendezvous buffer
+ * (shm_msg.c shm_am_send). So the only race is a writer of the slot while
+ * the reply copies it: GET holds the page's shard lock across the reply,
+ * and every writer of a slot (PUT overwriting, a slot freed by FREE, a
+ * move or a dead client and then taken by another page) holds that same
+ * shard lock when it writes or frees it. The reply never blocks
+ * (NV_AMS_REPLY queues what cannot leave at once), so the lock is held for
+ * one copy of 4 KiB and at most one send. */
+#include "gmem/server_int.h"
+#include "util/time.h"
+
+#include <string.h>
+
+static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
+
+static int answer(netvm_ctx_t *ctx, netvm_rpc_call_t *call, netvm_status_t st, const uint64_t *args,
+                  unsigned nargs)
+{
+    netvm_rpc_reply(ctx, &call->token, st, args, nargs, NULL, 0);
+    return NETVM_RPC_DONE;
+}
+
+static int refuse(struct nv_gm_server *s, netvm_ctx_t *ctx, netvm_rpc_call_t *call, netvm_status_t st)
+{
+    count(&s->refused, 1);
+    return answer(ctx, call, st, NULL, 0);
+}
+
+/* Who may make a page call naming client id: the client bound to that id
+ * on this connection, or a server. *c: the id's record (made for a server
+ * moving pages in when make). */
+static netvm_status_t page_caller(struct nv_gm_server *s, const netvm_rpc_call_t *call, uint64_t id, int make,
+                                  struct nv_gm_bind *b, struct nv_gm_client **c)
+{
+    if (atomic_load_explicit(&s->stopped, memory_order_relaxed))
+        return NETVM_ERR_STATE;
+    if (!nv_gm_bind_find(s, call->peer, b))
+        return NETVM_ERR_STATE;   /* no HELLO */
+    if (b->role == NV_GM_ROLE_OBSERVER)
+        return NETVM_ERR_RIGHTS;
+    if (b->role == NV_GM_ROLE_CLIENT) {
+        if (id != b->id)
+            return NETVM_ERR_KEY;
+        *c = b->client;
+        return NETVM_OK;
+    }
+    *c = nv_gm_client_get(s, id, make);
+    return *c || !make ? NETVM_OK : NETVM_ERR_NOMEM;
+}
+
+static int proc_hello(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
+{
+    struct nv_gm_server *s = arg;
+    if (call->nargs < 3)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    if (call->args[0] != NV_GM_VERSION)
+        return refuse(s, ctx, call, NETVM_ERR_UNSUPPORTED);
+    if (call->args[1] > NV_GM_ROLE_OBSERVER)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    if (atomic_load_explicit(&s->stopped, memory_order_relaxed))
+        return refuse(s, ctx, call, NETVM_ERR_STATE);
+    netvm_status_t st = nv_gm_bind_add(s, call->peer, (int)call->args[1], call->args[2]);
+    if (st != NETVM_OK)
+        return refuse(s, ctx, call, st);
+    uint64_t a[4] = { s->server_id, s->npages, s->client_max, nv_gm_slots_free(s) };
+    return answer(ctx, call, NETVM_OK, a, 4);
+}
+
+static int proc_put(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
+{
+    struct nv_gm_server *s = arg;
+    if (call->nargs < 4)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    uint64_t id = call->args[0], region = call->args[1], first = call->args[2], n = call->args[3];
+    if (!n || n > NV_GM_PUT_MAX || call->len != n * NV_GM_PAGE || first + n < first)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    struct nv_gm_bind b;
+    struct nv_gm_client *c = NULL;
+    netvm_status_t st = page_caller(s, call, id, 1, &b, &c);
+    if (st != NETVM_OK)
+        return refuse(s, ctx, call, st);
+    const uint8_t *src = call->payload;
+
+    /* pages not held yet take slots and count against the client's bound;
+     * they are reserved first, so a refused PUT changes nothing */
+    uint32_t missing = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        struct nv_gm_key k = { id, region, first + i };
+        uint64_t h = nv_gm_key_hash(&k);
+        struct nv_gm_shard *sh = nv_gm_shard_of(s, h);
+        pthread_mutex_lock(&sh->lock);
+        missing += nv_gm_lookup_locked(s, h, &k) == NV_GM_NIL;
+        pthread_mutex_unlock(&sh->lock);
+    }
+    uint32_t slots[NV_GM_PUT_MAX], used = 0;
+    if (missing) {
+        /* a racing PUT or FREE of the same client can make this count
+         * stale: the bound may then be passed by those few pages, and the
+         * count of pages (c->pages) stays exact */
+        if (atomic_load_explicit(&s->draining, memory_order_relaxed) ||
+            atomic_load_explicit(&c->pages, memory_order_relaxed) + missing > s->client_max ||
+            nv_gm_slots_take(s, slots, missing) != 0)
+            return refuse(s, ctx, call, NETVM_ERR_NOMEM);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        struct nv_gm_key k = { id, region, first + i };
+        uint64_t h = nv_gm_key_hash(&k);
+        struct nv_gm_shard *sh = nv_gm_shard_of(s, h);
+        pthread_mutex_lock(&sh->lock);
+        uint32_t slot = nv_gm_lookup_locked(s, h, &k);
+        if (slot == NV_GM_NIL && used < missing) {
+            slot = slots[used++];
+            memcpy(nv_gm_slot_addr(s, slot), src + i * NV_GM_PAGE, NV_GM_PAGE);
+            nv_gm_insert_locked(s, h, &k, slot, c);
+        } else if (slot != NV_GM_NIL) {
+            memcpy(nv_gm_slot_addr(s, slot), src + i * NV_GM_PAGE, NV_GM_PAGE);
+            s->meta[slot].gen++;
+        } else {
+            /* freed by a racing FREE after the count: the reservation ran out */
+            pthread_mutex_unlock(&sh->lock);
+            if (used < missing)
+                nv_gm_slots_give(s, slots + used, missing - used);
+            return refuse(s, ctx, call, NETVM_ERR_NOMEM);
+        }
+        /* the client takes a page it moved back: the forward is stale */
+        if (b.role == NV_GM_ROLE_CLIENT)
+            nv_gm_fwd_drop_locked(s, h, &k);
+        pthread_mutex_unlock(&sh->lock);
+    }
+    if (used < missing)
+        nv_gm_slots_give(s, slots + used, missing - used);
+    count(&s->puts, 1);
+    count(&s->bytes_in, n * NV_GM_PAGE);
+    if (b.role == NV_GM_ROLE_SERVER)
+        count(&s->moves_in, n);
+    uint64_t a[1] = { nv_gm_slots_free(s) };
+    return answer(ctx, call, NETVM_OK, a, 1);
+}
+
+static int proc_get(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
+{
+    struct nv_gm_server *s = arg;
+    if (call->nargs < 3)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    struct nv_gm_bind b;
+    struct nv_gm_client *c;
+    netvm_status_t st = page_caller(s, call, call->args[0], 0, &b, &c);
+    if (st != NETVM_OK)
+        return refuse(s, ctx, call, st);
+    struct nv_gm_key k = { call->args[0], call->args[1], call->args[2] };
+    uint64_t h = nv_gm_key_hash(&k);
+    struct nv_gm_shard *sh = nv_gm_shard_of(s, h);
+    pthread_mutex_lock(&sh->lock);
+    uint32_t slot = nv_gm_lookup_locked(s, h, &k);
+    if (slot != NV_GM_NIL) {
+        netvm_rpc_reply(ctx, &call->token, NETVM_OK, NULL, 0, nv_gm_slot_addr(s, slot), NV_GM_PAGE);
+        pthread_mutex_unlock(&sh->lock);
+        count(&s->gets, 1);
+        count(&s->bytes_out, NV_GM_PAGE);
+        return NETVM_RPC_DONE;
+    }
+    int to = nv_gm_fwd_find_locked(s, h, &k);
+    pthread_mutex_unlock(&sh->lock);
+    count(&s->gets, 1);
+    if (to < 0)
+        return answer(ctx, call, NETVM_ERR_NOTFOUND, NULL, 0);
+    /* the 3-way getpage: the server holding it answers the client */
+    st = nv_rpc_svc_delegate(ctx, call, to, nv_gm_k(NV_GM_GET), call->args, 3, NULL, 0);
+    if (st != NETVM_OK)
+        return answer(ctx, call, NETVM_ERR_PEER, NULL, 0);   /* never NOTFOUND: that would read as zeros */
+    count(&s->delegated, 1);
+    return NETVM_RPC_DONE;
+}
+
+static int proc_free(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
+{
+    struct nv_gm_server *s = arg;
+    if (call->nargs < 4)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    struct nv_gm_bind b;
+    struct nv_gm_client *c = NULL;
+    netvm_status_t st = page_caller(s, call, call->args[0], 0, &b, &c);
+    if (st != NETVM_OK)
+        return refuse(s, ctx, call, st);
+    uint64_t region = call->args[1], first = call->args[2], n = call->args[3];
+    if (n == UINT64_MAX)
+        first = 0;
+    uint64_t dropped = nv_gm_drop_range(s, c, call->args[0], region, first, n);
+    count(&s->frees, 1);
+    uint64_t a[1] = { dropped };
+    return answer(ctx, call, NETVM_OK, a, 1);
+}
+
+void nv_gm_server_stat(struct nv_gm_server *s, struct nv_gm_stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->version = NV_GM_VERSION;
+    st->server_id = s->server_id;
+    st->pool_pages = s->npages;
+    st->used_pages = atomic_load_explicit(&s->used, memory_order_relaxed);
+    st->client_max_pages = s->client_max;
+    st->clients = atomic_load_explicit(&s->clients_now, memory_order_relaxed);
+    st->servers = atomic_load_explicit(&s->servers_now, memory_order_relaxed);
+    st->forwards = atomic_load_explicit(&s->forwards, memory_order_relaxed);
+    st->puts = atomic_load_explicit(&s->puts, memory_order_relaxed);
+    st->gets = atomic_load_explicit(&s->gets, memory_order_relaxed);
+    st->frees = atomic_load_explicit(&s->frees, memory_order_relaxed);
+    st->moves_out = atomic_load_explicit(&s->moves_out, memory_order_relaxed);
+    st->moves_in = atomic_load_explicit(&s->moves_in, memory_order_relaxed);
+    st->delegated = atomic_load_explicit(&s->delegated, memory_order_relaxed);
+    st->refused = atomic_load_explicit(&s->refused, memory_order_relaxed);
+    st->bytes_in = atomic_load_explicit(&s->bytes_in, memory_order_relaxed);
+    st->bytes_out = atomic_load_explicit(&s->bytes_out, memory_order_relaxed);
+    st->uptime_ms = (nv_now_ns() - s->start_ns) / 1000000u;
+    st->draining = (uint64_t)atomic_load_explicit(&s->draining, memory_order_relaxed);
+}
+
+static int proc_stat(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
+{
+    struct nv_gm_server *s = arg;
+    struct nv_gm_bind b;
+    if (!nv_gm_bind_find(s, call->peer, &b))
+        return refuse(s, ctx, call, NETVM_ERR_STATE);
+    struct nv_gm_stat st;
+    nv_gm_server_stat(s, &st);
+    netvm_rpc_reply(ctx, &call->token, NETVM_OK, NULL, 0, &st, sizeof st);
+    return NETVM_RPC_DONE;
+}
+
+netvm_status_t nv_gm_procs_register(struct nv_gm_server *s)
+{
+    static const struct { unsigned op; netvm_rpc_proc_fn fn; } procs[] = {
+        { NV_GM_HELLO, proc_hello }, { NV_GM_PUT, proc_put },   { NV_GM_GET, proc_get },
+        { NV_GM_FREE, proc_free },   { NV_GM_MOVE, nv_gm_proc_move }, { NV_GM_STAT, proc_stat },
+    };
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+        netvm_status_t st = nv_rpc_svc_register(s->ctx, nv_gm_k(procs[i].op), procs[i].fn, s);
+        if (st != NETVM_OK)
+            return st;
+    }
+    return NETVM_OK;
+}

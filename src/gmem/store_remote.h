@@ -1,0 +1,82 @@
+/* The remote store of one region (store_remote*.c): the per-page
+ * directory and what its operations share with the server set's monitor.
+ *
+ * A directory entry is one 64-bit word per page, read and replaced
+ * atomically, so the fault path reads it without a lock:
+ *   bits 0-1   state: never stored (reads as zeros), stored, lost
+ *   bit  2     W: a store of this page is under way
+ *   bit  3     M: a mover (repair, drain, rebalance) is copying this page
+ *   bits 4-31  generation: bumped by every store and discard, so a mover
+ *              that copied an old version sees its copy is stale
+ *   bits 32-63 the holders: R <= 4 server indexes, 0xFF for none.
+ * A store waits for M to clear before it sets W; movers skip pages with W
+ * set and retry later; so a mover's copy and a store's never cross. */
+#ifndef NV_GMEM_STORE_REMOTE_H
+#define NV_GMEM_STORE_REMOTE_H
+
+#include "gmem/servers.h"
+#include "gmem/store.h"
+
+#define NV_GM_RMAX 4
+
+enum { NV_GM_PG_NONE = 0, NV_GM_PG_STORED = 1, NV_GM_PG_LOST = 2 };
+#define NV_GM_E_W      4ull
+#define NV_GM_E_M      8ull
+#define NV_GM_E_GEN1   16ull
+#define NV_GM_E_GENMASK 0xFFFFFFF0ull
+
+static inline unsigned nv_gm_e_state(uint64_t e) { return (unsigned)(e & 3); }
+static inline unsigned nv_gm_e_holder(uint64_t e, int i) { return (unsigned)(e >> (32 + 8 * i)) & 0xFF; }
+static inline uint64_t nv_gm_e_with_holders(uint64_t e, const uint8_t h[NV_GM_RMAX])
+{
+    uint64_t w = e & 0xFFFFFFFFull;
+    for (int i = 0; i < NV_GM_RMAX; i++)
+        w |= (uint64_t)h[i] << (32 + 8 * i);
+    return w;
+}
+static inline uint64_t nv_gm_e_empty_holders(uint64_t e) { return (e & 0xFFFFFFFFull) | 0xFFFFFFFF00000000ull; }
+static inline uint64_t nv_gm_e_bump(uint64_t e)
+{
+    return (e & ~NV_GM_E_GENMASK) | ((e + NV_GM_E_GEN1) & NV_GM_E_GENMASK);
+}
+static inline int nv_gm_e_holds(uint64_t e, unsigned idx)
+{
+    for (int i = 0; i < NV_GM_RMAX; i++)
+        if (nv_gm_e_holder(e, i) == idx)
+            return 1;
+    return 0;
+}
+
+struct nv_gstore_remote {
+    struct nv_gstore      base;
+    struct nv_gm_servers *g;
+    uint64_t              region;     /* this client's region id */
+    uint64_t              npages;
+    int                   replicas;
+    int                   timeout_ms;
+    _Atomic uint64_t     *dir;
+    _Atomic uint64_t      lost, restored;
+    _Atomic int           users;      /* the monitor working on it */
+    struct nv_gstore_remote *next;    /* in g->regions */
+};
+
+/* Replace page's entry old by new (a CAS), keeping the servers' pages_held
+ * counts; 0 if the entry was not old any more. */
+int nv_gm_dir_cas(struct nv_gstore_remote *r, uint64_t page, uint64_t old, uint64_t nw);
+
+/* The operations of store_remote_fetch.c and store_remote_put.c. */
+int            nv_gm_has(struct nv_gstore *s, uint64_t page);
+netvm_status_t nv_gm_fetch(struct nv_gstore *s, uint64_t page, void *buf);
+netvm_status_t nv_gm_fetch_nb(struct nv_gstore *s, uint64_t page, void *buf, nv_gstore_done_fn done, void *arg);
+netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
+                              nv_gstore_done_fn done, void *arg);
+
+/* FREE pages at server idx without waiting. */
+void nv_gm_free_at(struct nv_gstore_remote *r, int idx, uint64_t first, uint64_t n);
+
+/* The monitor's work on one region (store_remote_repair.c): restore R for
+ * pages that lost a copy on a dead server, and move copies off servers
+ * being drained or removed. Returns pages still to do (retry later). */
+uint64_t nv_gm_repair(struct nv_gstore_remote *r);
+
+#endif

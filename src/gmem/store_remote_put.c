@@ -1,0 +1,236 @@
+/* Storing pages: the range is cut at extent boundaries, each extent goes
+ * to the first R servers of its placement in one PUT each, all in
+ * parallel; a server that refuses (its pool or this client's bound is
+ * full) or fails is replaced by the next server of the placement. When
+ * every copy is settled the directory names the servers that took each
+ * page, and copies left on servers no longer named are freed. */
+#include "gmem/store_remote.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct put_chunk {
+    uint64_t    first, n;
+    uint8_t     order[NV_GM_MAX_SERVERS];
+    int         norder;
+    _Atomic int nextpos;
+    _Atomic int nacked;
+    uint8_t     acked[NV_GM_RMAX];
+};
+
+struct put_op;
+struct put_copy {
+    struct put_op    *op;
+    struct put_chunk *c;
+    int               server;
+};
+
+struct put_op {
+    struct nv_gstore_remote *r;
+    uint64_t          page, n;
+    const uint8_t    *buf;
+    nv_gstore_done_fn done;
+    void             *arg;
+    _Atomic int       pending;
+    _Atomic int       status;
+    int               nchunks;
+    uint64_t         *start;    /* each page's entry when the store began (W set) */
+    struct put_chunk *chunks;
+    struct put_copy  *copies;
+};
+
+/* Wait until no mover works on the page, then mark a store under way. */
+static uint64_t begin_page(struct nv_gstore_remote *r, uint64_t p)
+{
+    for (unsigned spins = 0;; spins++) {
+        uint64_t e = atomic_load(&r->dir[p]);
+        if (!(e & (NV_GM_E_M | NV_GM_E_W))) {
+            if (atomic_compare_exchange_weak(&r->dir[p], &e, e | NV_GM_E_W))
+                return e | NV_GM_E_W;
+            continue;
+        }
+        if (spins < 100) {
+            sched_yield();
+        } else {
+            struct timespec t = { 0, 50000 };
+            nanosleep(&t, NULL);
+        }
+    }
+}
+
+static void finalize(struct put_op *op)
+{
+    struct nv_gstore_remote *r = op->r;
+    int want = r->replicas, st = NETVM_OK;
+    for (int ci = 0; ci < op->nchunks; ci++) {
+        struct put_chunk *c = &op->chunks[ci];
+        int na = atomic_load(&c->nacked);
+        uint8_t h[NV_GM_RMAX];
+        memset(h, NV_GM_NO_SERVER, sizeof h);
+        memcpy(h, c->acked, (size_t)na);
+        uint8_t stale[NV_GM_MAX_SERVERS] = { 0 };
+        int discarded = 0;
+        for (uint64_t p = c->first; p < c->first + c->n; p++) {
+            uint64_t e = atomic_load(&r->dir[p]), nw;
+            for (;;) {
+                if ((e & NV_GM_E_GENMASK) != (op->start[p - op->page] & NV_GM_E_GENMASK)) {
+                    /* discarded while we stored: our copies are not wanted */
+                    nw = e & ~NV_GM_E_W;
+                    discarded = 1;
+                } else if (na == 0) {
+                    nw = e & ~NV_GM_E_W;   /* the old copies (if any) stay what the page reads */
+                } else {
+                    nw = nv_gm_e_with_holders((nv_gm_e_bump(e) & ~(3ull | NV_GM_E_W)) | NV_GM_PG_STORED, h);
+                }
+                uint64_t old = e;
+                if (nv_gm_dir_cas(r, p, e, nw)) {
+                    e = old;
+                    break;
+                }
+                e = atomic_load(&r->dir[p]);
+            }
+            if (na && !discarded && nv_gm_e_state(e) == NV_GM_PG_STORED)
+                for (int i = 0; i < NV_GM_RMAX; i++) {
+                    unsigned x = nv_gm_e_holder(e, i);
+                    if (x != NV_GM_NO_SERVER && !nv_gm_e_holds(nw, x))
+                        stale[x] = 1;
+                }
+            if (na && !discarded && nv_gm_e_state(e) == NV_GM_PG_LOST)
+                atomic_fetch_sub(&r->lost, 1);
+        }
+        if (discarded)
+            for (int i = 0; i < na; i++)
+                stale[c->acked[i]] = 1;
+        for (int x = 0; x < NV_GM_MAX_SERVERS; x++)
+            if (stale[x])
+                nv_gm_free_at(r, x, c->first, c->n);
+        if (na < want && st == NETVM_OK)
+            st = atomic_load(&op->status) != NETVM_OK ? atomic_load(&op->status) : NETVM_ERR_PEER;
+    }
+    nv_gstore_done_fn done = op->done;
+    void *arg = op->arg;
+    free(op);
+    done(arg, (netvm_status_t)st);
+}
+
+static void copy_settled(struct put_op *op)
+{
+    if (atomic_fetch_sub(&op->pending, 1) == 1)
+        finalize(op);
+}
+
+static int put_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg);
+
+/* Send copy cp to the next server of its chunk's placement; 0 if none is
+ * left. */
+static int issue_copy(struct put_copy *cp)
+{
+    struct put_op *op = cp->op;
+    struct put_chunk *c = cp->c;
+    struct nv_gm_servers *g = op->r->g;
+    for (;;) {
+        int pos = atomic_fetch_add(&c->nextpos, 1);
+        if (pos >= c->norder)
+            return 0;
+        int x = c->order[pos];
+        if (!nv_gm_srv_placeable(g, x))
+            continue;
+        netvm_rpc_handle_t *h;
+        if (netvm_rpc_begin(g->ctx, &h) != NETVM_OK)
+            return 0;
+        netvm_rpc_push(h, put_cont, cp);
+        cp->server = x;
+        uint64_t args[4] = { g->client_id, op->r->region, c->first, c->n };
+        netvm_status_t st = nv_rpc_svc_issue(h, g->srv[x].peer, nv_gm_k(NV_GM_PUT), args, 4,
+                                             op->buf + (c->first - op->page) * NV_GM_PAGE, c->n * NV_GM_PAGE, NULL, 0,
+                                             op->r->timeout_ms);
+        netvm_rpc_drop(h);
+        if (st == NETVM_OK)
+            return 1;
+    }
+}
+
+static int put_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
+{
+    (void)ctx;
+    struct put_copy *cp = arg;
+    struct put_op *op = cp->op;
+    struct put_chunk *c = cp->c;
+    struct nv_gm_servers *g = op->r->g;
+    if (o->status == NETVM_OK) {
+        nv_gm_srv_report(g, cp->server, NETVM_OK);
+        c->acked[atomic_fetch_add(&c->nacked, 1)] = (uint8_t)cp->server;
+        __atomic_fetch_add(&op->r->base.bytes_out, c->n * NV_GM_PAGE, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&op->r->base.writebacks, c->n, __ATOMIC_RELAXED);
+        copy_settled(op);
+        return NETVM_RPC_DONE;
+    }
+    /* another server is asked from the RPC worker, where issuing may wait
+     * for a request slot; nothing changes before that */
+    if (!o->deferred)
+        return NETVM_RPC_DEFER;
+    nv_gm_srv_report(g, cp->server, o->status);
+    int expect = NETVM_OK;
+    atomic_compare_exchange_strong(&op->status, &expect, o->status == NETVM_ERR_NOMEM ? NETVM_ERR_NOMEM : NETVM_ERR_PEER);
+    if (!issue_copy(cp))
+        copy_settled(op);
+    return NETVM_RPC_DONE;
+}
+
+netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf, nv_gstore_done_fn done,
+                              void *arg)
+{
+    struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
+    if (!n || page >= r->npages || n > r->npages - page || !buf || !done)
+        return NETVM_ERR_INVAL;
+    uint64_t first_ext = page / NV_GM_EXTENT, last_ext = (page + n - 1) / NV_GM_EXTENT;
+    int nchunks = (int)(last_ext - first_ext + 1), R = r->replicas;
+    size_t sz = sizeof(struct put_op) + n * sizeof(uint64_t) + (size_t)nchunks * sizeof(struct put_chunk) +
+                (size_t)nchunks * (size_t)R * sizeof(struct put_copy);
+    struct put_op *op = calloc(1, sz);
+    if (!op)
+        return NETVM_ERR_NOMEM;
+    op->start = (uint64_t *)(op + 1);
+    op->chunks = (struct put_chunk *)(op->start + n);
+    op->copies = (struct put_copy *)(op->chunks + nchunks);
+    op->r = r;
+    op->page = page;
+    op->n = n;
+    op->buf = buf;
+    op->done = done;
+    op->arg = arg;
+    op->nchunks = nchunks;
+    atomic_init(&op->status, NETVM_OK);
+    atomic_init(&op->pending, nchunks * R);
+    for (uint64_t p = page; p < page + n; p++)
+        op->start[p - page] = begin_page(r, p);
+    for (int ci = 0; ci < nchunks; ci++) {
+        struct put_chunk *c = &op->chunks[ci];
+        uint64_t ext = first_ext + (uint64_t)ci, lo = ext * NV_GM_EXTENT, hi = lo + NV_GM_EXTENT;
+        c->first = lo > page ? lo : page;
+        c->n = (hi < page + n ? hi : page + n) - c->first;
+        c->norder = nv_gm_place(r->g, r->region, ext, c->order, NV_GM_MAX_SERVERS);
+    }
+    /* every copy is counted in pending before the first is sent, since a
+     * fast answer may settle the op while we still issue */
+    int unsent = 0;
+    for (int ci = 0; ci < nchunks; ci++)
+        for (int k = 0; k < R; k++) {
+            struct put_copy *cp = &op->copies[ci * R + k];
+            cp->op = op;
+            cp->c = &op->chunks[ci];
+            cp->server = -1;
+        }
+    for (int i = 0; i < nchunks * R; i++)
+        if (!issue_copy(&op->copies[i]))
+            unsent++;
+    if (unsent) {
+        int expect = NETVM_OK;
+        atomic_compare_exchange_strong(&op->status, &expect, NETVM_ERR_PEER);
+        for (int i = 0; i < unsent; i++)
+            copy_settled(op);
+    }
+    return NETVM_OK;
+}
