@@ -1,6 +1,7 @@
 /* The region API of include/netvm/gmem.h: a private anonymous mapping
  * (transparent huge pages off) registered with userfaultfd for missing
  * and write-protect faults, its pager threads, and its store. */
+#include "gmem/own_ctx.h"
 #include "gmem/pager.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -12,9 +13,6 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-/* until the remote store is merged into this branch (removed then) */
-#pragma weak nv_gstore_remote_open
 
 struct netvm_gmem {
     struct nv_gm_region r;
@@ -210,12 +208,15 @@ netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opt
         st = NETVM_ERR_SYS;
         goto fail;
     }
-    if (!o.local && !nv_gstore_remote_open) {
-        nv_error("gmem: this build has no remote store yet; NETVM_GMEM_STORE=local keeps pages in this process");
-        st = NETVM_ERR_UNSUPPORTED;
-        goto fail;
+    if (o.local) {
+        st = nv_gstore_local_open(r->npages, &r->store);
+    } else {
+        /* the fault threads call netvm beside the program: through a
+         * context that allows it (own_ctx.h) */
+        netvm_ctx_t *own = nv_gmem_own_ctx(ctx, &st);
+        if (own)
+            st = nv_gstore_remote_open(own, r->npages, opts, &r->store);
     }
-    st = o.local ? nv_gstore_local_open(r->npages, &r->store) : nv_gstore_remote_open(ctx, r->npages, opts, &r->store);
     if (st != NETVM_OK)
         goto fail;
     r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -17,7 +17,7 @@ int main(int argc, char **argv)
     netvm_gmem_opts_t o = { .budget = budget * GPAGE };
     netvm_gmem_t *g;
     unsigned char *m;
-    CHECK_OK(netvm_gmem_map(NULL, npages * GPAGE, &o, &g, (void **)&m));
+    CHECK_OK(netvm_gmem_map(gt_ctx(), npages * GPAGE, &o, &g, (void **)&m));
     for (size_t p = 0; p < npages; p++)
         gt_fill(m + p * GPAGE, p, 1);
     int go[2], back[2];

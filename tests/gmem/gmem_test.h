@@ -11,6 +11,16 @@
 
 #define GPAGE NETVM_GMEM_PAGE
 
+/* The test's context (a job of one): the remote store's servers are
+ * reached through it; the local store does not need it. */
+static inline netvm_ctx_t *gt_ctx(void)
+{
+    static netvm_ctx_t *ctx;
+    if (!ctx)
+        CHECK_OK(netvm_init(&ctx, NULL));
+    return ctx;
+}
+
 static inline uint64_t gt_rand(uint64_t *s)
 {
     *s ^= *s << 13;

@@ -37,7 +37,7 @@ int main(int argc, char **argv)
     npages = 4 * budget;
     netvm_gmem_opts_t o = { .budget = budget * GPAGE };
     netvm_gmem_t *g;
-    CHECK_OK(netvm_gmem_map(NULL, npages * GPAGE, &o, &g, (void **)&m));
+    CHECK_OK(netvm_gmem_map(gt_ctx(), npages * GPAGE, &o, &g, (void **)&m));
     struct nv_gm_region *r = nv_gm_region_of(g);
     ver = calloc(npages, sizeof *ver);
     for (size_t p = 0; p < npages; p++)

@@ -15,7 +15,7 @@ int main(int argc, char **argv)
     netvm_gmem_opts_t o = { .budget = budget * GPAGE };
     netvm_gmem_t *g;
     unsigned char *m;
-    CHECK_OK(netvm_gmem_map(NULL, npages * GPAGE, &o, &g, (void **)&m));
+    CHECK_OK(netvm_gmem_map(gt_ctx(), npages * GPAGE, &o, &g, (void **)&m));
     uint32_t *ver = calloc(npages, sizeof *ver);
     CHECK(ver);
     uint64_t seed = 0x1234567;

@@ -65,7 +65,7 @@ int main(int argc, char **argv)
     shared_pages = budget / 2;
     netvm_gmem_opts_t o = { .budget = budget * GPAGE, .readahead = -1 };
     netvm_gmem_t *g;
-    CHECK_OK(netvm_gmem_map(NULL, npages * GPAGE, &o, &g, (void **)&m));
+    CHECK_OK(netvm_gmem_map(gt_ctx(), npages * GPAGE, &o, &g, (void **)&m));
     ver = calloc(npages, sizeof *ver);
     for (size_t p = 0; p < npages; p++)
         gt_fill(m + p * GPAGE, p, ver[p] = 1);
