@@ -55,6 +55,8 @@ int main(int argc, char **argv)
     verify(where, npages, ver, "after writing around the moved part");
     printf("mremap: a part moved on its own: every page right\n");
     CHECK_OK(netvm_gmem_unmap(g));
+    free(ver);
+    free(where);
     printf("mremap: ok\n");
     return 0;
 }
