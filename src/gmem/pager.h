@@ -93,6 +93,7 @@ struct nv_gm_region {
     int               nseg;
 
     int               uffd, stage_fd;
+    pthread_mutex_t   read_lock;     /* a read of the uffd and the events it brought (pager_fault.c) */
     struct nv_gm_uffd_caps caps;
     unsigned char    *stage;         /* NV_GM_STAGE + 1 pages, registered on stage_fd */
     pthread_mutex_t   drop_lock;     /* the last staging slot */

@@ -62,8 +62,8 @@ static void range_pages(struct nv_gm_region *r, uintptr_t start, uintptr_t end)
         discard_pages(r, first, n);
 }
 
-/* [from, from + len) now lives at to: cut the segments there and move the
- * pieces inside. */
+/* [from, from + len) now lives at to (to 0: it is unmapped): cut the
+ * segments there and move (or drop) the pieces inside. */
 static void remap(struct nv_gm_region *r, uintptr_t from, uintptr_t to, uint64_t len)
 {
     struct nv_gm_seg out[NV_GM_MAXSEG];
@@ -83,7 +83,7 @@ static void remap(struct nv_gm_region *r, uintptr_t from, uintptr_t to, uint64_t
             { hi, s.first + (hi - s.start) / NV_GM_PAGE, (s_end - hi) / NV_GM_PAGE },
         };
         for (int k = 0; k < 3; k++)
-            if (pieces[k].n) {
+            if (pieces[k].n && (k != 1 || to)) {
                 if (n < NV_GM_MAXSEG) out[n++] = pieces[k]; else overflow = 1;
             }
     }
@@ -102,8 +102,13 @@ void nv_gm_event(struct nv_gm_region *r, const struct uffd_msg *m)
 {
     switch (m->event) {
     case UFFD_EVENT_REMOVE:
-    case UFFD_EVENT_UNMAP:
         range_pages(r, (uintptr_t)m->arg.remove.start, (uintptr_t)m->arg.remove.end);
+        break;
+    case UFFD_EVENT_UNMAP:
+        /* gone from the address space: discarded, and no longer the
+         * region's (unmap leaves alone whatever is mapped there later) */
+        range_pages(r, (uintptr_t)m->arg.remove.start, (uintptr_t)m->arg.remove.end);
+        remap(r, (uintptr_t)m->arg.remove.start, 0, m->arg.remove.end - m->arg.remove.start);
         break;
     case UFFD_EVENT_REMAP:
         remap(r, (uintptr_t)m->arg.remap.from, (uintptr_t)m->arg.remap.to, m->arg.remap.len);

@@ -251,7 +251,7 @@ void *nv_gm_fault_thread(void *arg)
     if (buf == MAP_FAILED)
         return NULL;
     struct pollfd pf[2] = { { .fd = r->uffd, .events = POLLIN }, { .fd = r->stop_fd, .events = POLLIN } };
-    struct uffd_msg msg[16];
+    struct uffd_msg msg[4];
     for (;;) {
         if (poll(pf, 2, -1) < 0) {
             if (errno == EINTR)
@@ -260,15 +260,20 @@ void *nv_gm_fault_thread(void *arg)
         }
         if (pf[1].revents)
             break;
+        /* The kernel lets the program's madvise or munmap go on as soon as
+         * its event is read, so the event is handled before any other
+         * thread reads again: a fault raised after the madvise returned
+         * then finds the pages discarded (never their old data). Faults
+         * are served outside the lock, in parallel. */
+        pthread_mutex_lock(&r->read_lock);
         ssize_t n = read(r->uffd, msg, sizeof msg);
-        if (n <= 0)
-            continue;
-        for (ssize_t i = 0; i < n / (ssize_t)sizeof msg[0]; i++) {
+        for (ssize_t i = 0; i < n / (ssize_t)sizeof msg[0]; i++)
+            if (msg[i].event != UFFD_EVENT_PAGEFAULT)
+                nv_gm_event(r, &msg[i]);
+        pthread_mutex_unlock(&r->read_lock);
+        for (ssize_t i = 0; i < n / (ssize_t)sizeof msg[0]; i++)
             if (msg[i].event == UFFD_EVENT_PAGEFAULT)
                 nv_gm_fault_msg(r, &msg[i], buf);
-            else
-                nv_gm_event(r, &msg[i]);
-        }
     }
     munmap(buf, NV_GM_PAGE);
     return NULL;

@@ -176,6 +176,7 @@ netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opt
     pthread_cond_init(&r->room_cond, NULL);
     pthread_mutex_init(&r->wb_lock, NULL);
     pthread_mutex_init(&r->drop_lock, NULL);
+    pthread_mutex_init(&r->read_lock, NULL);
     pthread_mutex_init(&r->child_lock, NULL);
 
     st = open_uffds(r);

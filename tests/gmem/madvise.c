@@ -52,7 +52,7 @@ int main(int argc, char **argv)
     for (size_t p = 0; p < npages; p++)
         if (!gt_check(m + p * GPAGE, p, ver[p]))
             FAILF("after madvise: page %zu is not %s", p, ver[p] ? "its data" : "zeros");
-    CHECK(!r->store->ops->has(r->store, 0) && !r->store->ops->has(r->store, 1));
+    CHECK(!r->store->ops->has(r->store, 0) && !r->store->ops->has(r->store, 8));
     printf("madvise: resident and evicted pages discarded read as zeros, the others intact\n");
 
     /* discards of page 4k (thread 0's pages) while threads 1-3 fault */
@@ -80,7 +80,31 @@ int main(int argc, char **argv)
     printf("madvise: %d discards among faulting threads: %llu placements met EAGAIN and were retried, "
            "%llu discards counted, every page right\n",
            i, (unsigned long long)r->c.eagain, (unsigned long long)r->c.discarded);
+
+    /* munmap of the last quarter by the program: those pages leave the
+     * store and the region, the rest stays right, and something mapped
+     * there afterwards is not the region's to unmap */
+    size_t keep = npages - npages / 4;
+    for (size_t p = keep; p < npages; p++)
+        gt_fill(m + p * GPAGE, p, ++ver[p]);
+    CHECK(munmap(m + keep * GPAGE, (npages - keep) * GPAGE) == 0);
+    /* a fault raised after an event: the pager has handled the event */
+    CHECK(madvise(m, GPAGE, MADV_DONTNEED) == 0);
+    ver[0] = 0;
+    CHECK(gt_check(m, 0, 0));
+    for (size_t p = keep; p < npages; p++)
+        CHECK(!r->store->ops->has(r->store, p));
+    for (size_t p = 0; p < keep; p++)
+        if (!gt_check(m + p * GPAGE, p, ver[p]))
+            FAILF("after munmap of part: page %zu wrong", p);
+    unsigned char *other = mmap(m + keep * GPAGE, (npages - keep) * GPAGE, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    CHECK(other == m + keep * GPAGE);
+    memset(other, 0x5a, (npages - keep) * GPAGE);
     CHECK_OK(netvm_gmem_unmap(g));
+    CHECK(other[0] == 0x5a && other[(npages - keep) * GPAGE - 1] == 0x5a);
+    munmap(other, (npages - keep) * GPAGE);
+    printf("madvise: munmap of a quarter: discarded in the store, the rest intact, the range not the region's\n");
     printf("madvise: ok\n");
     return 0;
 }
