@@ -154,7 +154,6 @@ struct nv_gm_region *nv_gm_region_of(netvm_gmem_t *g);
 /* Serve one fault message with buf as the fetch buffer (a fault thread's
  * loop; the tests call it with messages of their own). */
 void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf);
-int  nv_gm_fault_start(struct nv_gm_region *r);
 void *nv_gm_fault_thread(void *arg);
 
 /* pager_budget.c / pager_evict.c */
