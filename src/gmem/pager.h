@@ -126,6 +126,7 @@ struct nv_gm_region {
     pthread_t         evict_thr, child_thr;
     int               stop_fd;       /* eventfd: fault threads and the child server stop */
     int               child_started;
+    int               child_efd;     /* eventfd: a new child for the child server (-1: none yet) */
 
     /* fork */
     pthread_mutex_t   child_lock;

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -177,7 +178,7 @@ static void child_msg(struct nv_gm_region *r, struct nv_gm_child *c, const struc
 static void *child_thread(void *arg)
 {
     struct nv_gm_region *r = arg;
-    struct pollfd pf[NV_GM_MAXCHILD + 1];
+    struct pollfd pf[NV_GM_MAXCHILD + 2];
     int idx[NV_GM_MAXCHILD + 1];
     struct uffd_msg msg[8];
     for (;;) {
@@ -190,12 +191,16 @@ static void *child_thread(void *arg)
             }
         pthread_mutex_unlock(&r->child_lock);
         pf[n] = (struct pollfd){ .fd = r->stop_fd, .events = POLLIN };
-        /* a new child arrives through stop_fd's sibling: re-poll now and then */
-        int k = poll(pf, (nfds_t)n + 1, 50);
+        pf[n + 1] = (struct pollfd){ .fd = r->child_efd, .events = POLLIN };   /* a new child */
+        int k = poll(pf, (nfds_t)n + 2, -1);
         if (k < 0 && errno != EINTR)
             break;
         if (pf[n].revents)
             break;
+        if (pf[n + 1].revents) {
+            uint64_t v;
+            if (read(r->child_efd, &v, sizeof v) < 0) { /* already reset */ }
+        }
         for (int j = 0; j < n; j++) {
             if (!pf[j].revents)
                 continue;
@@ -242,8 +247,12 @@ void nv_gm_child_add(struct nv_gm_region *r, int fd)
     pthread_rwlock_unlock(&r->seg_lock);
     c->fd = fd;
     __atomic_fetch_add(&r->nchildren, 1, __ATOMIC_RELEASE);
-    if (!r->child_started && pthread_create(&r->child_thr, NULL, child_thread, r) == 0)
+    if (r->child_efd < 0)
+        r->child_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!r->child_started && r->child_efd >= 0 && pthread_create(&r->child_thr, NULL, child_thread, r) == 0)
         r->child_started = 1;
+    uint64_t one = 1;
+    if (r->child_efd >= 0 && write(r->child_efd, &one, sizeof one) < 0) { /* already signalled */ }
     pthread_mutex_unlock(&r->child_lock);
 }
 
@@ -254,4 +263,7 @@ void nv_gm_child_stop(struct nv_gm_region *r)
     for (int i = 0; i < NV_GM_MAXCHILD; i++)
         if (r->child[i].fd >= 0)
             child_close(&r->child[i]);
+    if (r->child_efd >= 0)
+        close(r->child_efd);
+    r->child_efd = -1;
 }

@@ -158,7 +158,7 @@ netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opt
     struct nv_gm_region *r = calloc(1, sizeof(struct netvm_gmem));
     if (!r)
         return NETVM_ERR_NOMEM;
-    r->uffd = r->stage_fd = r->stop_fd = -1;
+    r->uffd = r->stage_fd = r->stop_fd = r->child_efd = -1;
     for (int i = 0; i < NV_GM_MAXCHILD; i++)
         r->child[i].fd = -1;
     r->ctx = ctx;
