@@ -204,11 +204,12 @@ static int serve(netvm_ctx_t *ctx, struct nv_gm_server *srv, int sfd, const stru
             if (!left || nv_now_ns() > deadline) {
                 struct nv_gm_stat st;
                 nv_gm_server_stat(srv, &st);
-                fprintf(stderr,
-                        "netvm memd: %s: %d client(s) had not answered the drain, %llu page(s) of %llu "
-                        "client(s) left, %llu forward(s)\n",
-                        left ? "drain deadline passed" : "drained", left, (unsigned long long)st.used_pages,
-                        (unsigned long long)st.clients, (unsigned long long)st.forwards);
+                if (!o->embedded || left || st.used_pages)   /* an embedded server's clean end is no news */
+                    fprintf(stderr,
+                            "netvm memd: %s: %d client(s) had not answered the drain, %llu page(s) of %llu "
+                            "client(s) left, %llu forward(s)\n",
+                            left ? "drain deadline passed" : "drained", left, (unsigned long long)st.used_pages,
+                            (unsigned long long)st.clients, (unsigned long long)st.forwards);
                 return 0;
             }
         }
@@ -232,7 +233,9 @@ static int serve(netvm_ctx_t *ctx, struct nv_gm_server *srv, int sfd, const stru
             }
             draining = 1;
             deadline = nv_now_ns() + (uint64_t)o->drain_ms * 1000000u;
-            fprintf(stderr, "netvm memd: signal %u: draining (clients have %lld ms)\n", si.ssi_signo, o->drain_ms);
+            if (!o->embedded)
+                fprintf(stderr, "netvm memd: signal %u: draining (clients have %lld ms)\n", si.ssi_signo,
+                        o->drain_ms);
             nv_gm_server_drain_begin(srv, (int)o->drain_ms);
         }
     }
@@ -274,7 +277,9 @@ int nv_cmd_memd(int argc, char **argv)
         fprintf(stderr, "netvm memd: signalfd: %s\n", strerror(errno));
         return 1;
     }
-    netvm_config_t cfg = { .thread_level = NETVM_THREAD_MULTIPLE };
+    /* a server is a job of its own even when started from inside a job
+     * (an embedded server inherits its client's launcher environment) */
+    netvm_config_t cfg = { .boot = "none", .thread_level = NETVM_THREAD_MULTIPLE };
     netvm_ctx_t *ctx;
     netvm_status_t st = netvm_init(&ctx, &cfg);
     if (st != NETVM_OK) {

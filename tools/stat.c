@@ -94,7 +94,8 @@ int nv_cmd_stat(int argc, char **argv)
         return 1;
     }
     netvm_ctx_t *ctx;
-    netvm_status_t st = netvm_init(&ctx, NULL);
+    netvm_config_t cfg = { .boot = "none" };   /* an observer, never a job's rank */
+    netvm_status_t st = netvm_init(&ctx, &cfg);
     if (st != NETVM_OK) {
         fprintf(stderr, "netvm stat: netvm_init: %s\n", netvm_strerror(st));
         return 1;
