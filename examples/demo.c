@@ -6,7 +6,11 @@
  * increments with fetch-add, a compare-and-swap lock, the latencies seen
  * on each path, a token passed round the ranks with tripwires waking
  * each receiver, and the services: an RPC to the next rank and one
- * delegated round the ring, mailbox messages, and a queue lock. */
+ * delegated round the ring, mailbox messages, and a queue lock; last,
+ * rank 0 runs a workload four times larger than its memory budget on
+ * network memory (demo_parts/gmem_phase.c). */
+#include "demo_parts/gmem_phase.h"
+
 #include <netvm/netvm.h>
 #include <netvm/msg.h>
 #include <netvm/rpc.h>
@@ -226,8 +230,12 @@ static void services(netvm_ctx_t *ctx, int size, netvm_rseg_t *counter, uint64_t
         TRY(netvm_lock_close(lock));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* the network-memory region in MiB (tests pass a smaller one) */
+    unsigned gmem_mib = argc > 1 ? (unsigned)atoi(argv[1]) : 128;
+    if (gmem_mib < 4)
+        gmem_mib = 4;
     setvbuf(stdout, NULL, _IOLBF, 0);   /* lines leave in the order the barriers allow */
     netvm_ctx_t *ctx;
     TRY(netvm_init(&ctx, NULL));
@@ -310,10 +318,14 @@ int main(void)
         printf("\n");
     TRY(netvm_barrier(ctx));
     services(ctx, size, counter, shared);
+    /* 7. network memory: rank 0's region, on local memory servers */
+    TRY(netvm_barrier(ctx));
+    int gmem_ok = rank == 0 ? demo_gmem_phase(ctx, gmem_mib) : 1;
+    TRY(netvm_barrier(ctx));
 
     free(out);
     free(back);
     TRY(netvm_finalize(ctx));
     free(priv);
-    return 0;
+    return gmem_ok ? 0 : 1;
 }
