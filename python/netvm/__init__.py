@@ -21,6 +21,7 @@ from .segment import Segment, RemoteSegment
 from .request import Request
 from .events import Event, Tripwire, Tripset
 from .am import Message, Reply
+from .gmem import Region
 
 library_path = _lib.netvm_path
 
@@ -33,5 +34,5 @@ def strerror(status):
 
 __version__ = "0.1.0"
 __all__ = ["init", "Context", "Segment", "RemoteSegment", "Request", "Event", "Tripwire", "Tripset",
-           "Message", "Reply", "NetvmError", "Status", "AOP", "EventType", "SignalOp", "Cmp",
+           "Message", "Reply", "Region", "NetvmError", "Status", "AOP", "EventType", "SignalOp", "Cmp",
            "strerror", "library_path"]

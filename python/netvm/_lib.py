@@ -47,6 +47,24 @@ class AmResult(ctypes.Structure):
                 ("len", c_size_t), ("peer", c_int)]
 
 
+class GmemOpts(ctypes.Structure):
+    _fields_ = [("budget", c_size_t), ("readahead", c_int), ("replicas", c_int), ("write_policy", c_int),
+                ("fault_threads", c_int), ("servers", c_char_p), ("credential", c_void_p),
+                ("credential_len", c_size_t), ("timeout_ms", c_int)]
+
+
+class GmemStats(ctypes.Structure):
+    _fields_ = [(n, c_uint64) for n in (
+        "faults", "zero_fills", "remote_fetches", "readahead_issued", "readahead_hits", "readahead_waste",
+        "evictions", "evictions_dirty", "writebacks", "bytes_in", "bytes_out", "resident_pages",
+        "budget_pages", "fault_ns_p50", "fault_ns_p99", "fault_ns_p999", "fault_ns_max")]
+
+
+class GmemHealth(ctypes.Structure):
+    _fields_ = [("servers", c_int), ("servers_alive", c_int), ("replicas", c_int),
+                ("pages_stored", c_uint64), ("pages_degraded", c_uint64), ("pages_lost", c_uint64)]
+
+
 AM_HANDLER_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(AmMsg), c_void_p)
 
 # name: (restype, argtypes)
@@ -113,6 +131,12 @@ _PROTOTYPES = {
                                     c_void_p, c_size_t, P(AmResult), c_void_p]),
     "netvm_am_reply": (status_t, [c_void_p, P(AmToken), status_t, P(c_uint64), c_uint, c_void_p,
                                   c_size_t]),
+    "netvm_gmem_map": (status_t, [c_void_p, c_size_t, P(GmemOpts), P(c_void_p), P(c_void_p)]),
+    "netvm_gmem_unmap": (status_t, [c_void_p]),
+    "netvm_gmem_sync": (status_t, [c_void_p]),
+    "netvm_gmem_len": (c_size_t, [c_void_p]),
+    "netvm_gmem_stats": (status_t, [c_void_p, P(GmemStats)]),
+    "netvm_gmem_health": (status_t, [c_void_p, P(GmemHealth)]),
 }
 
 

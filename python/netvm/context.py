@@ -8,6 +8,7 @@ from .constants import Status
 from .errors import NetvmError, check
 from .events import Tripset, Tripwire, event_buffer, events_from
 from .segment import RemoteSegment, Segment
+from . import gmem as _gmem
 
 
 def _name(name):
@@ -24,6 +25,7 @@ class Context:
         self._ctx = h
         self._open = True
         self._segments, self._imports, self._tripwires, self._tripsets = set(), set(), set(), set()
+        self._regions = set()
         self._handlers = {}      # id -> the ctypes callback: C holds its pointer, we hold the object
         self.rank = lib.netvm_rank(h)
         self.size = lib.netvm_size(h)
@@ -42,12 +44,23 @@ class Context:
         """Serve requests once without blocking; how many events were handled."""
         return lib.netvm_progress(self._h())
 
+    def gmem_map(self, nbytes, budget=0, readahead=0, replicas=0, write_early=False, fault_threads=0,
+                 servers=None, credential=None, timeout_ms=0):
+        """A network-memory Region of nbytes (netvm_gmem_map; docs/gmem.md). 0 / None
+        options take the NETVM_GMEM_* defaults; with no servers named, local ones
+        are started for this process."""
+        return _gmem.gmem_map(self, nbytes, budget=budget, readahead=readahead, replicas=replicas,
+                              write_early=write_early, fault_threads=fault_threads, servers=servers,
+                              credential=credential, timeout_ms=timeout_ms)
+
     def finalize(self):
         """Collective: revokes every segment and leaves the job. Python objects
         of this context (segments, imports, arrays over segments) are dead after it."""
         if not self._open:
             return
         h = self._h()
+        for r in list(self._regions):
+            r.unmap()
         self._open = False
         try:
             check(lib.netvm_finalize(h), "netvm_finalize")
