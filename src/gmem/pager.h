@@ -176,6 +176,14 @@ void nv_gm_drop(struct nv_gm_region *r, uint64_t p, uint32_t flags);
 
 /* pager_ra.c */
 void nv_gm_readahead(struct nv_gm_region *r, uint64_t page);
+/* Copy a resident page of the region that this thread has just
+ * write-protected: the program's writes from then on wait in the kernel
+ * until the page is unprotected, so the copy is whole (an ordering the
+ * kernel gives, which ThreadSanitizer cannot see: tests/tsan.supp). */
+void nv_gm_copy_protected(void *dst, const void *page);
+/* Wait until every read-ahead fetch of r has completed (its buffers are
+ * all back): before the region is freed. */
+void nv_gm_readahead_drain(struct nv_gm_region *r);
 
 /* pager_events.c, pager_fork.c */
 void nv_gm_event(struct nv_gm_region *r, const struct uffd_msg *m);

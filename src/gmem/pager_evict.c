@@ -23,6 +23,11 @@ struct wb_wait {
     netvm_status_t  status;
 };
 
+__attribute__((noinline)) void nv_gm_copy_protected(void *dst, const void *page)
+{
+    memcpy(dst, page, NV_GM_PAGE);
+}
+
 static void wb_done(void *arg, netvm_status_t st)
 {
     struct wb_wait *w = arg;
@@ -207,7 +212,7 @@ static netvm_status_t clean(struct nv_gm_region *r, uint64_t max, unsigned char 
                 p++;
                 break;
             }
-            memcpy(buf + n * NV_GM_PAGE, (const void *)a, NV_GM_PAGE);
+            nv_gm_copy_protected(buf + n * NV_GM_PAGE, (const void *)a);
             if (!nv_gm_publish(r, p, s & ~(uint32_t)(NV_GM_STATE | NV_GM_DIRTY | NV_GM_DISCARD))) {
                 /* discarded by the program meanwhile: not written back */
                 p++;

@@ -9,6 +9,7 @@
 #include "gmem/pager.h"
 
 #include <errno.h>
+#include <time.h>
 
 static void ra_release(struct nv_gm_region *r, unsigned slot)
 {
@@ -27,18 +28,13 @@ static int ra_grab(struct nv_gm_region *r)
     return -1;
 }
 
-/* Runs in the progress engine (or inline with the local store): never
- * blocks. */
-static void ra_done(void *arg, netvm_status_t st)
+static void ra_place(struct nv_gm_region *r, struct nv_gm_ra_op *op, netvm_status_t st)
 {
-    struct nv_gm_ra_op *op = arg;
-    struct nv_gm_region *r = op->r;
     uint64_t p = op->page;
     uintptr_t a = nv_gm_page_addr(r, p);
     int e = -ENOENT;
     if (st == NETVM_OK && a)
         e = nv_gm_uffd_copy(r->uffd, a, r->ra_buf + (size_t)op->slot * NV_GM_PAGE, NV_GM_PAGE, UFFDIO_COPY_MODE_WP);
-    ra_release(r, op->slot);
     if (e == 0) {
         nv_gm_publish(r, p, NV_GM_RA);
         return;
@@ -57,6 +53,27 @@ static void ra_done(void *arg, netvm_status_t st)
     nv_gm_unreserve(r, 1);
     if (a)
         nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
+}
+
+/* Runs in the progress engine (or inline with the local store): never
+ * blocks. The slot is given back last: netvm_gmem_unmap frees the region
+ * once every slot is back, so nothing here may touch it after. */
+static void ra_done(void *arg, netvm_status_t st)
+{
+    struct nv_gm_ra_op *op = arg;
+    struct nv_gm_region *r = op->r;
+    unsigned slot = op->slot;
+    ra_place(r, op, st);
+    ra_release(r, slot);
+}
+
+void nv_gm_readahead_drain(struct nv_gm_region *r)
+{
+    uint64_t all = NV_GM_RABUF == 64 ? UINT64_MAX : ((uint64_t)1 << NV_GM_RABUF) - 1;
+    while (__atomic_load_n(&r->ra_free, __ATOMIC_ACQUIRE) != all) {
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
 }
 
 void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)

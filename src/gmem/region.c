@@ -273,6 +273,9 @@ netvm_status_t netvm_gmem_unmap(netvm_gmem_t *region)
     for (int i = 0; i < r->nthreads; i++)
         pthread_join(r->fault_thr[i], NULL);
     pthread_join(r->evict_thr, NULL);
+    /* read-ahead completions run in the progress engine, not on the
+     * threads above: every one ends (an answer, a failure or its timeout) */
+    nv_gm_readahead_drain(r);
     nv_gm_child_stop(r);
     /* closing the uffd unregisters the range, so the munmap below raises
      * no event that nobody would read */

@@ -76,10 +76,11 @@ int main(int argc, char **argv)
     for (size_t p = 0; p < npages; p++)
         if (!gt_check(m + p * GPAGE, p, ver[p]))
             FAILF("at the end: page %zu wrong", p);
-    CHECK(r->c.eagain > 0);
+    CHECK(__atomic_load_n(&r->c.eagain, __ATOMIC_RELAXED) > 0);
     printf("madvise: %d discards among faulting threads: %llu placements met EAGAIN and were retried, "
            "%llu discards counted, every page right\n",
-           i, (unsigned long long)r->c.eagain, (unsigned long long)r->c.discarded);
+           i, (unsigned long long)__atomic_load_n(&r->c.eagain, __ATOMIC_RELAXED),
+           (unsigned long long)__atomic_load_n(&r->c.discarded, __ATOMIC_RELAXED));
 
     /* munmap of the last quarter by the program: those pages leave the
      * store and the region, the rest stays right, and something mapped

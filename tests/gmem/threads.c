@@ -98,7 +98,7 @@ int main(int argc, char **argv)
     size_t p = npages - 1;
     CHECK(gt_check(m + p * GPAGE, p, ver[p]));
     static unsigned char page[GPAGE] __attribute__((aligned(GPAGE)));
-    uint64_t before = r->c.eexist;
+    uint64_t before = __atomic_load_n(&r->c.eexist, __ATOMIC_RELAXED);
     CHECK_OK(netvm_gmem_sync(g));
     /* take it out as the evictor would, then put it back directly */
     while ((__atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE) & NV_GM_STATE) != NV_GM_ABSENT)
@@ -110,7 +110,7 @@ int main(int argc, char **argv)
     msg.arg.pagefault.address = (uintptr_t)(m + p * GPAGE);
     static unsigned char buf[GPAGE] __attribute__((aligned(GPAGE)));
     nv_gm_fault_msg(r, &msg, buf);
-    CHECK(r->c.eexist == before + 1);
+    CHECK(__atomic_load_n(&r->c.eexist, __ATOMIC_RELAXED) == before + 1);
     uint32_t st = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
     CHECK((st & NV_GM_STATE) == NV_GM_RESIDENT && (st & NV_GM_DIRTY));
     CHECK(gt_check(m + p * GPAGE, p, ver[p]));
