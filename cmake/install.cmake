@@ -33,8 +33,10 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR
   FILES_MATCHING PATTERN "*.md" PATTERN "*.png")
 # netvm memd's systemd unit and example config, for the administrator to copy
 # into /etc (docs/memd.md): installing into /etc from a build is not ours to do
-install(FILES ${PROJECT_SOURCE_DIR}/dist/netvm-memd.service ${PROJECT_SOURCE_DIR}/dist/memd.conf
-  DESTINATION ${CMAKE_INSTALL_DATADIR}/netvm/dist)
+# into /etc (docs/memd.md): installing into /etc from a build is not ours to do.
+# The unit names the installed tool, whose prefix is known only at install
+# time: made in two steps, as netvm.pc below.
+install(FILES ${PROJECT_SOURCE_DIR}/dist/memd.conf DESTINATION ${CMAKE_INSTALL_DATADIR}/netvm/dist)
 
 # pkg-config: the prefix is the one installed to, known only at install time
 # (cmake --install --prefix may differ from CMAKE_INSTALL_PREFIX), so the file
@@ -53,9 +55,16 @@ if(NETVM_HAVE_PMIX)
 endif()
 netvm_pc_path(NETVM_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
 netvm_pc_path(NETVM_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
+netvm_pc_path(NETVM_PC_BINDIR "${CMAKE_INSTALL_BINDIR}")
+netvm_pc_path(NETVM_PC_DOCDIR "${CMAKE_INSTALL_DOCDIR}")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/netvm.pc.in ${PROJECT_BINARY_DIR}/netvm.pc.in @ONLY)
 install(CODE "configure_file(\"${PROJECT_BINARY_DIR}/netvm.pc.in\" \"${PROJECT_BINARY_DIR}/netvm.pc\" @ONLY)")
 install(FILES ${PROJECT_BINARY_DIR}/netvm.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+string(REPLACE "\${prefix}" "@CMAKE_INSTALL_PREFIX@" NETVM_UNIT_BINDIR "${NETVM_PC_BINDIR}")
+string(REPLACE "\${prefix}" "@CMAKE_INSTALL_PREFIX@" NETVM_UNIT_DOCDIR "${NETVM_PC_DOCDIR}")
+configure_file(${PROJECT_SOURCE_DIR}/dist/netvm-memd.service.in ${PROJECT_BINARY_DIR}/netvm-memd.service.in @ONLY)
+install(CODE "configure_file(\"${PROJECT_BINARY_DIR}/netvm-memd.service.in\" \"${PROJECT_BINARY_DIR}/netvm-memd.service\" @ONLY)")
+install(FILES ${PROJECT_BINARY_DIR}/netvm-memd.service DESTINATION ${CMAKE_INSTALL_DATADIR}/netvm/dist)
 
 # CMake package: find_package(netvm) gives netvm::netvm and netvm::netvm_static.
 set(NETVM_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/netvm)

@@ -125,4 +125,26 @@ objdump -p "$work/cmake/consumer_static" | grep -q "NEEDED *libnetvm" && fail "c
 run_both "$work/cmake/consumer_shared"
 run_both "$work/cmake/consumer_static"
 
+step "netvm memd: the systemd unit names the installed tool, the example config starts a server"
+unit=$prefix/share/netvm/dist/netvm-memd.service conf=$prefix/share/netvm/dist/memd.conf
+[ -f "$unit" ] && [ -f "$conf" ] || fail "the memd unit or its example config is not installed"
+grep -q "^ExecStart=$tool memd --config " "$unit" || { grep ExecStart "$unit"; fail "the unit does not start $tool"; }
+if command -v systemd-analyze >/dev/null; then
+  # offline: the unit's syntax, and that its command exists and is executable
+  systemd-analyze verify "$unit" >"$work/verify.log" 2>&1 || { cat "$work/verify.log"; fail "systemd-analyze verify"; }
+  [ -s "$work/verify.log" ] && { cat "$work/verify.log"; fail "systemd-analyze verify complained"; }
+else
+  echo "(systemd-analyze not found: the unit's syntax is not checked)"
+fi
+head -c 32 /dev/urandom >"$work/memd.cred"
+chmod 600 "$work/memd.cred"
+# the example's settings, with a loopback address and a small pool instead
+"$tool" memd --config "$conf" --listen tcp:127.0.0.1:0 --size 8M --credential-file "$work/memd.cred" \
+  >"$work/memd.out" 2>&1 &
+memd=$!
+for _ in $(seq 1 200); do grep -q "listening tcp:" "$work/memd.out" && break; sleep 0.05; done
+expect "$work/memd.out" "memd listening tcp:127\.0\.0\.1:[0-9]+"
+kill -TERM "$memd"
+wait "$memd" || fail "memd did not exit 0 on SIGTERM"
+
 echo "install test: ok"
