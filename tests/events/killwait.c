@@ -23,7 +23,7 @@ static void timed(netvm_status_t st, double t0, const char *what)
     double el = now_s() - t0;
     if (st != NETVM_ERR_TIMEOUT && st != NETVM_ERR_PEER)
         FAILF("%s returned %s while the peer died, wanted a timeout or NETVM_ERR_PEER", what, netvm_strerror(st));
-    if (el > WAIT_MS / 1000.0 + 2.0)
+    if (el > WAIT_MS / 1000.0 + 10.0)   /* a hang, not a busy machine */
         FAILF("%s returned after %.2f s (timeout %.1f s)", what, el, WAIT_MS / 1000.0);
     printf("rank %d: %s returned %s after %.2f s\n", check_rank, what, netvm_strerror(st), el);
 }

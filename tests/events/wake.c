@@ -156,17 +156,19 @@ int main(int argc, char **argv)
         printf("%d rounds in %.2f s (waiting %.1f us a round on average, delays included)\n", rounds, dt,
                waited * 1e6 / (rounds / 2));
 
-    /* timeouts, with nothing coming */
+    /* timeouts, with nothing coming: never early; late only by what a busy
+     * machine may add (the upper bounds catch a wait that ignores its
+     * timeout, not a slow scheduler) */
     netvm_event_t e;
     int n = -1;
     double t = now_s();
     CHECK_ST(netvm_evq_wait(ctx, &e, 1, &n, 100), NETVM_ERR_TIMEOUT);
     double el = now_s() - t;
-    if (el < 0.095 || el > 0.6)
+    if (el < 0.095 || el > 30)
         DEFER_FAILF("netvm_evq_wait(100 ms) timed out after %.3f s", el);
     t = now_s();
     CHECK_ST(netvm_evq_wait(ctx, &e, 1, &n, 0), NETVM_ERR_TIMEOUT);
-    if (now_s() - t > 0.5)
+    if (now_s() - t > 30)
         DEFER_FAILF("netvm_evq_wait(0) took %.3f s", now_s() - t);
     CHECK(netvm_evq_poll(ctx, &e, 1) == 0);
     uint64_t seen = 12345, cur = __atomic_load_n(wpv, __ATOMIC_ACQUIRE);
@@ -175,7 +177,7 @@ int main(int argc, char **argv)
         t = now_s();
         CHECK_ST(netvm_wait_until(ctx, wpv, NETVM_CMP_EQ, cur + 1000, wflags[f], 100, &seen), NETVM_ERR_TIMEOUT);
         el = now_s() - t;
-        if (el < 0.095 || el > 0.6)
+        if (el < 0.095 || el > 30)
             DEFER_FAILF("netvm_wait_until(flags %u, 100 ms) timed out after %.3f s", wflags[f], el);
         CHECK(seen == cur);
     }
@@ -186,7 +188,7 @@ int main(int argc, char **argv)
     t = now_s();
     CHECK_ST(netvm_tripset_wait(set, &e, 100), NETVM_ERR_TIMEOUT);
     el = now_s() - t;
-    if (el < 0.095 || el > 0.6)
+    if (el < 0.095 || el > 30)
         DEFER_FAILF("netvm_tripset_wait(100 ms) timed out after %.3f s", el);
 
     /* a tripset waiter with no limit, woken by the peer */

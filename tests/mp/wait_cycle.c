@@ -34,9 +34,10 @@ int main(void)
         if (now_s() - t > worst)
             worst = now_s() - t;
     }
-    /* a round of the ring waiting out the timeout would have failed above;
-     * a slow one that still made it is reported as the failure it is */
-    if (worst > 1.0)
+    /* a round of the ring waiting out the timeout (3 s here) would have
+     * failed above; one that took most of it and still made it is reported
+     * as the failure it is (a busy machine's slow round stays far below) */
+    if (worst > 2.5)
         FAILF("a round took %.2f s: waiters served only the peer they waited on", worst);
     CHECK_OK(netvm_barrier(ctx));
     printf("rank %d: 200 rounds of the wait ring in %.3f s (slowest %.1f ms)\n", rank, now_s() - t0, worst * 1e3);
