@@ -17,9 +17,13 @@
 #include "gmem/pager.h"
 
 #include <errno.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
 #include <time.h>
 
+#ifndef NV_GM_RA_RUN
 #define NV_GM_RA_RUN 16u
+#endif
 
 static uint64_t ra_mask(unsigned slot, unsigned n)
 {
@@ -79,6 +83,27 @@ static void ra_place(struct nv_gm_region *r, uint64_t p, unsigned slot, int ok)
         nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
 }
 
+/* Place k pages that came, from p (buffers from slot), with one
+ * UFFDIO_COPY when they are mapped contiguously: a copy costs a system
+ * call and the mm's lock (~13 us here), which a page per call made the
+ * scan's bound. Returns how many were placed; the rest go page by page
+ * (ra_place: a page already there, a mapping that changed). */
+static unsigned ra_copy_run(struct nv_gm_region *r, uint64_t p, unsigned slot, unsigned k)
+{
+    uintptr_t a = nv_gm_page_addr(r, p);
+    if (k < 2 || !a)
+        return 0;
+    for (unsigned i = 1; i < k; i++)
+        if (nv_gm_page_addr(r, p + i) != a + (uintptr_t)i * NV_GM_PAGE)
+            return 0;
+    struct uffdio_copy c = { .dst = a, .src = (uintptr_t)(r->ra_buf + (size_t)slot * NV_GM_PAGE),
+                             .len = (uint64_t)k * NV_GM_PAGE, .mode = UFFDIO_COPY_MODE_WP };
+    unsigned placed = ioctl(r->uffd, UFFDIO_COPY, &c) == 0 ? k : c.copy > 0 ? (unsigned)(c.copy / NV_GM_PAGE) : 0;
+    for (unsigned i = 0; i < placed; i++)
+        nv_gm_publish(r, p + i, NV_GM_RA);
+    return placed;
+}
+
 /* Runs in the progress engine (or inline with the local store): never
  * blocks. The buffers are given back last: netvm_gmem_unmap frees the
  * region once every buffer is back, so nothing here may touch it after. */
@@ -87,8 +112,19 @@ static void ra_done(void *arg, uint64_t got)
     struct nv_gm_ra_op *op = arg;
     struct nv_gm_region *r = op->r;
     unsigned slot = op->slot, n = op->n;
-    for (unsigned i = 0; i < n; i++)
-        ra_place(r, op->page + i, slot + i, (got >> i) & 1);
+    for (unsigned i = 0; i < n;) {
+        unsigned k = 0;
+        while (i + k < n && (got >> (i + k) & 1))
+            k++;
+        if (!k) {
+            ra_place(r, op->page + i, slot + i, 0);
+            i++;
+            continue;
+        }
+        for (unsigned j = ra_copy_run(r, op->page + i, slot + i, k); j < k; j++)
+            ra_place(r, op->page + i + j, slot + i + j, 1);
+        i += k;
+    }
     ra_release(r, slot, n);
 }
 
@@ -114,6 +150,17 @@ static unsigned ra_claim(struct nv_gm_region *r, uint64_t q, unsigned max, int *
         }
     }
     return n;
+}
+
+/* Read-ahead found the budget full: wake the evictor now, so that room
+ * is made while the program reads what came, not when its next fault
+ * (the one that restarts read-ahead) needs a page and would wait for it.
+ * The evictor decides what goes; read-ahead itself never evicts. */
+static void ra_ask_room(struct nv_gm_region *r)
+{
+    pthread_mutex_lock(&r->ev_lock);
+    pthread_cond_signal(&r->ev_cond);
+    pthread_mutex_unlock(&r->ev_lock);
 }
 
 /* Undo a claim whose fetch could not start. */
@@ -188,4 +235,6 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
             break;
     }
     __atomic_store_n(&r->ra_next, q, __ATOMIC_RELAXED);
+    if (q < end && __atomic_load_n(&r->resident, __ATOMIC_RELAXED) >= r->budget)
+        ra_ask_room(r);
 }
