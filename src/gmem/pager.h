@@ -71,8 +71,8 @@ struct nv_gm_child {
 struct nv_gm_region;
 struct nv_gm_ra_op {
     struct nv_gm_region *r;
-    uint64_t             page;
-    unsigned             slot;
+    uint64_t             page;       /* first page of the run */
+    unsigned             slot, n;    /* its buffers: slots slot .. slot+n-1 */
 };
 
 struct nv_gm_counters {

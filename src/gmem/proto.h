@@ -25,6 +25,9 @@
 #define NV_GM_PAGE    NETVM_GMEM_PAGE
 /* Pages one PUT may carry (a longer one is NETVM_ERR_INVAL). */
 #define NV_GM_PUT_MAX 1024u
+/* Pages one GETN may ask for: the reply's held-pages bitmap is one u64,
+ * and 256 KiB is what the server copies into one reply buffer. */
+#define NV_GM_GETN_MAX 64u
 
 enum {
     /* args [version, role (NV_GM_ROLE_*), client id (a server: its own server id)]
@@ -59,6 +62,14 @@ enum {
      * the client moves its pages elsewhere (fetching from it meanwhile works)
      * and answers when done. */
     NV_GM_NOTICE = 6,
+    /* args [client id, region, first page, npages (1 .. NV_GM_GETN_MAX)]
+     * reply payload npages * NV_GM_PAGE bytes, page first+i at i * NV_GM_PAGE;
+     * reply args [held: bit i set when page first+i was held here and is
+     * in the payload]. A page not held (never stored here, moved away,
+     * freed) reads as zeros in the payload and its bit is clear: the client
+     * must not use it and fetches it with GET (which follows a move). One
+     * round trip for a read-ahead run instead of one per page. */
+    NV_GM_GETN = 7,
     NV_GM_NOPS
 };
 

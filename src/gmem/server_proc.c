@@ -20,6 +20,7 @@
 #include "gmem/server_int.h"
 #include "util/time.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
@@ -183,6 +184,56 @@ static int proc_get(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
     return NETVM_RPC_DONE;
 }
 
+/* GETN copies each held slot into one reply buffer under that page's shard
+ * lock (the slot rule above) and replies from the buffer after the locks
+ * are released: a copy of at most 256 KiB here is cheap next to the round
+ * trips it saves. Pages not held (moved away included) stay zeros and
+ * their bit clear: the client GETs those one by one, which follows moves. */
+static uint64_t getn_copy(struct nv_gm_server *s, const uint64_t *args, uint64_t n, uint8_t *out)
+{
+    uint64_t held = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        struct nv_gm_key k = { args[0], args[1], args[2] + i };
+        uint64_t h = nv_gm_key_hash(&k);
+        struct nv_gm_shard *sh = nv_gm_shard_of(s, h);
+        pthread_mutex_lock(&sh->lock);
+        uint32_t slot = nv_gm_lookup_locked(s, h, &k);
+        if (slot != NV_GM_NIL) {
+            memcpy(out + i * NV_GM_PAGE, nv_gm_slot_addr(s, slot), NV_GM_PAGE);
+            held |= (uint64_t)1 << i;
+        } else {
+            memset(out + i * NV_GM_PAGE, 0, NV_GM_PAGE);
+        }
+        pthread_mutex_unlock(&sh->lock);
+    }
+    return held;
+}
+
+static int proc_getn(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
+{
+    struct nv_gm_server *s = arg;
+    if (call->nargs < 4)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    uint64_t n = call->args[3];
+    if (!n || n > NV_GM_GETN_MAX || call->args[2] + n < call->args[2])
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    struct nv_gm_bind b;
+    struct nv_gm_client *c;
+    netvm_status_t st = page_caller(s, call, call->args[0], 0, &b, &c);
+    if (st != NETVM_OK)
+        return refuse(s, ctx, call, st);
+    uint8_t *out = malloc(n * NV_GM_PAGE);
+    if (!out)
+        return refuse(s, ctx, call, NETVM_ERR_NOMEM);
+    uint64_t held = getn_copy(s, call->args, n, out);
+    uint64_t a[1] = { held };
+    netvm_rpc_reply(ctx, &call->token, NETVM_OK, a, 1, out, n * NV_GM_PAGE);
+    free(out);   /* the reply copied it (NV_AMS_COPY) */
+    count(&s->gets, 1);
+    count(&s->bytes_out, (uint64_t)__builtin_popcountll(held) * NV_GM_PAGE);
+    return NETVM_RPC_DONE;
+}
+
 static int proc_free(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
 {
     struct nv_gm_server *s = arg;
@@ -243,6 +294,7 @@ netvm_status_t nv_gm_procs_register(struct nv_gm_server *s)
     static const struct { unsigned op; netvm_rpc_proc_fn fn; } procs[] = {
         { NV_GM_HELLO, proc_hello }, { NV_GM_PUT, proc_put },   { NV_GM_GET, proc_get },
         { NV_GM_FREE, proc_free },   { NV_GM_MOVE, nv_gm_proc_move }, { NV_GM_STAT, proc_stat },
+        { NV_GM_GETN, proc_getn },
     };
     for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
         netvm_status_t st = nv_rpc_svc_register(s->ctx, nv_gm_k(procs[i].op), procs[i].fn, s);

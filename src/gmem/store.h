@@ -21,6 +21,11 @@
 struct nv_gstore;
 
 typedef void (*nv_gstore_done_fn)(void *arg, netvm_status_t status);
+/* fetchn_nb's completion: bit i of got set when page first+i is in buf. */
+typedef void (*nv_gstore_ndone_fn)(void *arg, uint64_t got);
+
+/* Pages one fetchn_nb may ask for (got is one u64). */
+#define NV_GSTORE_FETCHN_MAX 64u
 
 struct nv_gstore_ops {
     /* Whether page was ever stored and not discarded since: 0 means it
@@ -37,6 +42,16 @@ struct nv_gstore_ops {
      * otherwise it will not and nothing was started. */
     netvm_status_t (*fetch_nb)(struct nv_gstore *s, uint64_t page, void *buf, nv_gstore_done_fn done,
                                void *arg);
+    /* Fetch pages [first, first + n) (n <= NV_GSTORE_FETCHN_MAX) into buf
+     * (n pages) without blocking: done(arg, got) when every page is in buf
+     * or failed; a page not in got (never stored, or no live copy) must
+     * not be used: a fault on it fetches it itself. The remote store asks
+     * each run of pages sharing their servers with one NV_GM_GETN and the
+     * pages a holder did not have one by one (as fetch_nb: replicas,
+     * moved pages). NETVM_OK: done will run (maybe already ran); otherwise
+     * it will not and nothing was started. */
+    netvm_status_t (*fetchn_nb)(struct nv_gstore *s, uint64_t first, uint64_t n, void *buf,
+                                nv_gstore_ndone_fn done, void *arg);
     /* Store pages [page, page + n) from buf on R servers; done when every
      * copy is acknowledged (status NETVM_OK), or when fewer than R could
      * take it (a status; the pages that were stored somewhere are readable;

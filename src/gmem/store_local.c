@@ -48,6 +48,20 @@ static netvm_status_t local_fetch_nb(struct nv_gstore *s, uint64_t page, void *b
     return NETVM_OK;
 }
 
+static netvm_status_t local_fetchn_nb(struct nv_gstore *s, uint64_t first, uint64_t n, void *buf,
+                                      nv_gstore_ndone_fn done, void *arg)
+{
+    struct nv_gstore_local *l = LOCAL(s);
+    if (!n || n > NV_GSTORE_FETCHN_MAX || first >= l->npages || n > l->npages - first)
+        return NETVM_ERR_BOUNDS;
+    uint64_t got = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (local_fetch(s, first + i, (unsigned char *)buf + i * NETVM_GMEM_PAGE) == NETVM_OK)
+            got |= (uint64_t)1 << i;
+    done(arg, got);
+    return NETVM_OK;
+}
+
 static netvm_status_t local_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
                                      nv_gstore_done_fn done, void *arg)
 {
@@ -94,7 +108,8 @@ static void local_close(struct nv_gstore *s)
 }
 
 static const struct nv_gstore_ops local_ops = {
-    .has = local_has, .fetch = local_fetch, .fetch_nb = local_fetch_nb, .store_nb = local_store_nb,
+    .has = local_has, .fetch = local_fetch, .fetch_nb = local_fetch_nb,
+    .fetchn_nb = local_fetchn_nb, .store_nb = local_store_nb,
     .discard = local_discard, .health = local_health, .close = local_close,
 };
 

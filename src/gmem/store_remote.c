@@ -138,6 +138,7 @@ static const struct nv_gstore_ops remote_ops = {
     .has = nv_gm_has,
     .fetch = nv_gm_fetch,
     .fetch_nb = nv_gm_fetch_nb,
+    .fetchn_nb = nv_gm_fetchn_nb,
     .store_nb = nv_gm_store_nb,
     .discard = rs_discard,
     .health = rs_health,

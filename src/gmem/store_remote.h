@@ -68,6 +68,8 @@ int nv_gm_dir_cas(struct nv_gstore_remote *r, uint64_t page, uint64_t old, uint6
 int            nv_gm_has(struct nv_gstore *s, uint64_t page);
 netvm_status_t nv_gm_fetch(struct nv_gstore *s, uint64_t page, void *buf);
 netvm_status_t nv_gm_fetch_nb(struct nv_gstore *s, uint64_t page, void *buf, nv_gstore_done_fn done, void *arg);
+netvm_status_t nv_gm_fetchn_nb(struct nv_gstore *s, uint64_t first, uint64_t n, void *buf,
+                               nv_gstore_ndone_fn done, void *arg);
 netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
                               nv_gstore_done_fn done, void *arg);
 

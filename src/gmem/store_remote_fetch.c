@@ -183,3 +183,184 @@ netvm_status_t nv_gm_fetch_nb(struct nv_gstore *s, uint64_t page, void *buf, nv_
     }
     return NETVM_OK;
 }
+
+/* --- runs of pages (read-ahead) -------------------------------------------
+ * One NV_GM_GETN per run of consecutive pages whose directory entries name
+ * the same holders (an extent's pages share them, and neighbouring extents
+ * often do too), asked of the first holder in read order; the pages it did
+ * not hold (moved, re-placed) and every page of a GETN that failed (a dead
+ * server, an older server without GETN) are fetched one by one as
+ * fetch_nb does, which tries the other replicas and follows moves. */
+
+struct fetchn_op {
+    struct nv_gstore_remote *r;
+    uint64_t first;
+    uint8_t *buf;
+    nv_gstore_ndone_fn done;
+    void *arg;
+    _Atomic uint64_t got;
+    _Atomic int parts;        /* calls under way, + 1 while issuing */
+};
+
+struct getn_part {
+    struct fetchn_op *op;
+    uint64_t first, n;        /* this run */
+    int asked;
+};
+
+static void fetchn_part_done(struct fetchn_op *op)
+{
+    if (atomic_fetch_sub_explicit(&op->parts, 1, memory_order_acq_rel) != 1)
+        return;
+    nv_gstore_ndone_fn done = op->done;
+    void *arg = op->arg;
+    uint64_t got = atomic_load_explicit(&op->got, memory_order_acquire);
+    free(op);
+    done(arg, got);
+}
+
+static void single_done(void *arg, netvm_status_t st)
+{
+    struct getn_part *one = arg;   /* a part of one page */
+    struct fetchn_op *op = one->op;
+    if (st == NETVM_OK)
+        atomic_fetch_or_explicit(&op->got, (uint64_t)1 << (one->first - op->first), memory_order_acq_rel);
+    free(one);
+    fetchn_part_done(op);
+}
+
+/* Fetch page (of op) alone; counted in op->parts while under way. */
+static void fetch_single(struct fetchn_op *op, uint64_t page)
+{
+    struct getn_part *one = malloc(sizeof *one);
+    if (!one)
+        return;
+    *one = (struct getn_part){ .op = op, .first = page, .n = 1, .asked = -1 };
+    atomic_fetch_add_explicit(&op->parts, 1, memory_order_relaxed);
+    if (nv_gm_fetch_nb(&op->r->base, page, op->buf + (page - op->first) * NV_GM_PAGE, single_done, one) !=
+        NETVM_OK) {
+        free(one);
+        atomic_fetch_sub_explicit(&op->parts, 1, memory_order_relaxed);
+    }
+}
+
+/* Pages of the run not in held, one by one. */
+static void fetch_rest(struct getn_part *p, uint64_t held)
+{
+    for (uint64_t i = 0; i < p->n; i++)
+        if (!(held & ((uint64_t)1 << i)))
+            fetch_single(p->op, p->first + i);
+}
+
+static int getn_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
+{
+    (void)ctx;
+    struct getn_part *p = arg;
+    struct fetchn_op *op = p->op;
+    uint64_t all = p->n == 64 ? UINT64_MAX : ((uint64_t)1 << p->n) - 1;
+    netvm_status_t st = o->status;
+    if (st == NETVM_OK && (o->res.len != p->n * NV_GM_PAGE || o->res.nargs < 1))
+        st = NETVM_ERR_UNSUPPORTED;
+    uint64_t held = st == NETVM_OK ? o->res.args[0] & all : 0;
+    /* the rest is fetched from the RPC worker, where issuing may wait for
+     * a request slot; nothing is changed before that */
+    if (held != all && !o->deferred)
+        return NETVM_RPC_DEFER;
+    nv_gm_srv_report(op->r->g, p->asked, st);
+    if (held) {
+        uint64_t k = (uint64_t)__builtin_popcountll(held);
+        __atomic_fetch_add(&op->r->base.bytes_in, k * NV_GM_PAGE, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&op->r->base.remote_fetches, k, __ATOMIC_RELAXED);
+        atomic_fetch_or_explicit(&op->got, held << (p->first - op->first), memory_order_acq_rel);
+    }
+    fetch_rest(p, held);
+    free(p);
+    fetchn_part_done(op);
+    return NETVM_RPC_DONE;
+}
+
+/* Ask the run [first, first + n), whose holders are those of e, with one
+ * GETN; one by one if it cannot be sent. */
+static void issue_getn(struct fetchn_op *op, uint64_t first, uint64_t n, uint64_t e)
+{
+    struct nv_gm_servers *g = op->r->g;
+    uint8_t order[NV_GM_RMAX];
+    struct getn_part *p = malloc(sizeof *p);
+    if (!p)
+        return;
+    *p = (struct getn_part){ .op = op, .first = first, .n = n, .asked = -1 };
+    netvm_rpc_handle_t *h = NULL;
+    if (n > 1 && read_order(g, e, order) > 0 && netvm_rpc_begin(g->ctx, &h) == NETVM_OK) {
+        p->asked = order[0];
+        netvm_rpc_push(h, getn_cont, p);
+        atomic_fetch_add_explicit(&op->parts, 1, memory_order_relaxed);
+        uint64_t args[4] = { g->client_id, op->r->region, first, n };
+        netvm_status_t st = nv_rpc_svc_issue(h, g->srv[p->asked].peer, nv_gm_k(NV_GM_GETN), args, 4, NULL, 0,
+                                             op->buf + (first - op->first) * NV_GM_PAGE, n * NV_GM_PAGE,
+                                             op->r->timeout_ms);
+        netvm_rpc_drop(h);
+        if (st == NETVM_OK)
+            return;   /* getn_cont finishes the part */
+        atomic_fetch_sub_explicit(&op->parts, 1, memory_order_relaxed);
+    }
+    fetch_rest(p, 0);
+    free(p);
+}
+
+/* Whether e and f name the same servers, in any order (placement may
+ * order an extent's holders differently from its neighbour's). */
+static int same_holders(uint64_t e, uint64_t f)
+{
+    for (int i = 0; i < NV_GM_RMAX; i++) {
+        unsigned a = nv_gm_e_holder(e, i), b = nv_gm_e_holder(f, i);
+        if ((a != NV_GM_NO_SERVER && !nv_gm_e_holds(f, a)) || (b != NV_GM_NO_SERVER && !nv_gm_e_holds(e, b)))
+            return 0;
+    }
+    return 1;
+}
+
+/* The pages from page on that form one run: stored, with the holders of
+ * page's entry *e. 0 when page itself is not stored. */
+static uint64_t run_at(struct nv_gstore_remote *r, uint64_t page, uint64_t end, uint64_t *e)
+{
+    *e = atomic_load_explicit(&r->dir[page], memory_order_acquire);
+    if (nv_gm_e_state(*e) != NV_GM_PG_STORED)
+        return 0;
+    uint64_t q = page + 1;
+    while (q < end) {
+        uint64_t f = atomic_load_explicit(&r->dir[q], memory_order_acquire);
+        if (nv_gm_e_state(f) != NV_GM_PG_STORED || !same_holders(*e, f))
+            break;
+        q++;
+    }
+    return q - page;
+}
+
+netvm_status_t nv_gm_fetchn_nb(struct nv_gstore *s, uint64_t first, uint64_t n, void *buf,
+                               nv_gstore_ndone_fn done, void *arg)
+{
+    struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
+    if (!n || n > NV_GSTORE_FETCHN_MAX || first >= r->npages || n > r->npages - first || !done)
+        return NETVM_ERR_INVAL;
+    struct fetchn_op *op = malloc(sizeof *op);
+    if (!op)
+        return NETVM_ERR_NOMEM;
+    op->r = r;
+    op->first = first;
+    op->buf = buf;
+    op->done = done;
+    op->arg = arg;
+    atomic_init(&op->got, 0);
+    atomic_init(&op->parts, 1);
+    for (uint64_t q = first; q < first + n;) {
+        uint64_t e, k = run_at(r, q, first + n, &e);
+        if (!k) {
+            q++;          /* never stored or lost: not fetched, not in got */
+            continue;
+        }
+        issue_getn(op, q, k, e);
+        q += k;
+    }
+    fetchn_part_done(op);
+    return NETVM_OK;
+}

@@ -36,7 +36,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_GMEM_SERVERS",   NULL,    "memory servers network-memory regions use: tcp:HOST:PORT,... (unset: local ones are started, see NETVM_GMEM_EMBEDDED)" },
     { "NETVM_GMEM_CREDENTIAL_FILE", NULL, "file holding the memory servers' credential (16-64 bytes); needed with NETVM_GMEM_SERVERS" },
     { "NETVM_GMEM_BUDGET",    "64M",   "bytes of a network-memory region resident at most (suffix K, M, G)" },
-    { "NETVM_GMEM_READAHEAD", "16",    "pages fetched ahead when faults run sequentially; 0: none" },
+    { "NETVM_GMEM_READAHEAD", "64",    "pages fetched ahead when faults run sequentially; 0: none" },
     { "NETVM_GMEM_REPLICAS",  "0",     "servers holding each page (0: 2 when two or more servers exist, else 1)" },
     { "NETVM_GMEM_WRITE",     "back",  "write policy: back (dirty pages written when evicted or synced) or early (also cleaned ahead of eviction)" },
     { "NETVM_GMEM_THREADS",   "2",     "threads serving a region's page faults" },

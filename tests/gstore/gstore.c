@@ -580,6 +580,159 @@ static void case_client_killed(void)
         gs_stop(&srv[i]);
 }
 
+/* --- runs of pages: fetchn_nb and NV_GM_GETN -------------------------------- */
+
+struct nwaiter {
+    pthread_mutex_t m;
+    pthread_cond_t  c;
+    int             done;
+    uint64_t        got;
+};
+
+static void nwaiter_done(void *arg, uint64_t got)
+{
+    struct nwaiter *w = arg;
+    pthread_mutex_lock(&w->m);
+    w->got = got;
+    w->done = 1;
+    pthread_cond_signal(&w->c);
+    pthread_mutex_unlock(&w->m);
+}
+
+static uint64_t fetchn(struct nv_gstore *s, uint64_t first, uint64_t n, uint8_t *buf)
+{
+    struct nwaiter w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+    memset(buf, 0xAA, n * NV_GM_PAGE);
+    CHECK_OK(s->ops->fetchn_nb(s, first, n, buf, nwaiter_done, &w));
+    pthread_mutex_lock(&w.m);
+    while (!w.done)
+        pthread_cond_wait(&w.c, &w.m);
+    pthread_mutex_unlock(&w.m);
+    return w.got;
+}
+
+/* The pages of got hold round's contents. */
+static void check_got(const uint8_t *buf, uint64_t first, uint64_t n, uint64_t got, uint64_t round)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if ((got >> i & 1) && !gs_check(buf + i * NV_GM_PAGE, first + i, round))
+            FAILF("fetchn: page %llu: wrong contents", (unsigned long long)(first + i));
+}
+
+static uint64_t sum_stat(struct gs_server *srv, int n, int delegated)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < n; i++) {
+        struct nv_gm_stat st;
+        gs_stat(octx, &srv[i], &st);
+        t += delegated ? st.delegated : st.gets;
+    }
+    return t;
+}
+
+/* The GETNs fetchn of [first, first + n) makes: one per row of pages
+ * whose holders are the same servers. */
+static uint64_t runs_of(struct nv_gstore_remote *r, uint64_t first, uint64_t n)
+{
+    uint64_t runs = 0, prev = 0;
+    for (uint64_t p = first; p < first + n; p++) {
+        uint64_t e = atomic_load(&r->dir[p]) >> 32, set = 0;
+        for (int i = 0; i < NV_GM_RMAX; i++)
+            if ((e >> (8 * i) & 0xFF) != NV_GM_NO_SERVER)
+                set |= (uint64_t)1 << (e >> (8 * i) & 0xFF);
+        runs += p == first || set != prev;
+        prev = set;
+    }
+    return runs;
+}
+
+/* FREE page at server idx of the store, behind the directory's back. */
+static void free_at(struct nv_gstore_remote *r, int idx, uint64_t page)
+{
+    uint64_t a[4] = { r->g->client_id, r->region, page, 1 };
+    netvm_rpc_result_t res;
+    CHECK_OK(nv_rpc_svc_call(ctx, r->g->srv[idx].peer, nv_gm_k(NV_GM_FREE), a, 4, NULL, 0, NULL, 0, 5000, &res));
+}
+
+/* Held pages come in one GETN per run of shared holders; pages a holder
+ * lacks (freed, moved) are fetched one by one (replica, delegation);
+ * pages no server has are not in got; a dead holder's runs are read from
+ * the replicas. */
+static void case_getn(void)
+{
+    struct gs_server srv[3];
+    for (int i = 0; i < 3; i++)
+        gs_start(&srv[i], "16M", "2000");
+    struct nv_gstore *s = open_store(srv, 3, 2, 500, NETVM_OK);
+    struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
+    store_all(s, 1);
+    uint8_t *buf = aligned_alloc(NV_GM_PAGE, 64 * NV_GM_PAGE);
+    CHECK(buf);
+
+    /* held: every page, fewer calls than pages */
+    for (uint64_t first = 0; first < npages; first += 64) {
+        uint64_t n = npages - first < 64 ? npages - first : 64, all = n == 64 ? UINT64_MAX : ((uint64_t)1 << n) - 1;
+        uint64_t gets0 = sum_stat(srv, 3, 0);
+        uint64_t got = fetchn(s, first, n, buf);
+        CHECK(got == all);
+        check_got(buf, first, n, got, 1);
+        uint64_t calls = sum_stat(srv, 3, 0) - gets0;
+        if (calls != runs_of(r, first, n))
+            FAILF("fetchn of %llu pages: %llu calls, %llu runs", (unsigned long long)n, (unsigned long long)calls,
+                  (unsigned long long)runs_of(r, first, n));
+        CHECK(calls < n);
+    }
+    CHECK(npages >= 64);
+
+    /* partly held: page 10 on no server any more, page 20 on one of two */
+    uint64_t e10 = atomic_load(&r->dir[10]), e20 = atomic_load(&r->dir[20]);
+    free_at(r, (int)nv_gm_e_holder(e10, 0), 10);
+    free_at(r, (int)nv_gm_e_holder(e10, 1), 10);
+    free_at(r, (int)nv_gm_e_holder(e20, 0), 20);
+    uint64_t got = fetchn(s, 0, 64, buf);
+    CHECK(got == (UINT64_MAX & ~((uint64_t)1 << 10)));
+    check_got(buf, 0, 64, got, 1);
+
+    /* moved: page 30 moved from both its holders to the third server; a
+     * GETN's holder lacks it and a GET of it is delegated */
+    uint64_t e30 = atomic_load(&r->dir[30]);
+    int to = 0;
+    while (nv_gm_e_holds(e30, (unsigned)to))
+        to++;
+    int moved = 1;
+    for (int i = 0; i < 2 && moved; i++) {
+        uint64_t a[4] = { r->g->client_id, r->region, 30, 1 };
+        netvm_rpc_result_t res;
+        netvm_status_t mst = nv_rpc_svc_call(ctx, r->g->srv[nv_gm_e_holder(e30, i)].peer, nv_gm_k(NV_GM_MOVE), a, 4,
+                                             r->g->srv[to].addr, strlen(r->g->srv[to].addr), NULL, 0, 5000, &res);
+        if (mst != NETVM_OK) {
+            fprintf(stderr, "note: memd refused a client's MOVE (%s): moved pages not checked\n",
+                    netvm_strerror(mst));
+            moved = 0;
+        }
+    }
+    if (moved) {
+        uint64_t del0 = sum_stat(srv, 3, 1);
+        got = fetchn(s, 24, 16, buf);
+        CHECK(got == 0xFFFF);
+        check_got(buf, 24, 16, got, 1);
+        CHECK(sum_stat(srv, 3, 1) > del0);
+    }
+
+    /* a dead server: its runs fail and are read page by page elsewhere */
+    gs_signal(&srv[1], SIGKILL);
+    gs_reap(&srv[1]);
+    for (uint64_t first = 64; first + 64 <= npages; first += 64) {
+        got = fetchn(s, first, 64, buf);
+        CHECK(got == UINT64_MAX);
+        check_got(buf, first, 64, got, 1);
+    }
+    free(buf);
+    s->ops->close(s);
+    gs_stop(&srv[0]);
+    gs_stop(&srv[2]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -625,6 +778,8 @@ int main(int argc, char **argv)
         case_embedded();
     else if (!strcmp(c, "client_killed"))
         case_client_killed();
+    else if (!strcmp(c, "getn"))
+        case_getn();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
