@@ -270,13 +270,16 @@ static void case_stop(void)
     struct gs_server srv[3];
     for (int i = 0; i < 3; i++)
         gs_start(&srv[i], "16M", "2000");
-    /* 1 s: long enough that the stopped server is not yet taken as dead
-     * (NV_GM_TIMEOUTS_TO_DEAD) before it is continued, even under sanitizers */
-    struct nv_gstore *s = open_store(srv, 3, 2, 1000, NETVM_OK);
+    /* 2 s: long enough that the stopped server is not yet taken as dead
+     * (NV_GM_TIMEOUTS_TO_DEAD) before it is continued, even under sanitizers,
+     * and that a live server on a busy machine is seldom suspected */
+    struct nv_gstore *s = open_store(srv, 3, 2, 2000, NETVM_OK);
     store_all(s, 1);
     gs_signal(&srv[0], SIGSTOP);
     check_all(s, 1);   /* every page, including those srv 0 holds first */
-    CHECK(health(s).servers_alive == 2);
+    /* (a live server the busy machine kept from answering a ping in time
+     * is suspected for a moment too: it comes back) */
+    EVENTUALLY(health(s).servers_alive == 2);
     /* a stopped server is suspected by the monitor's pings too, not only
      * by a read that waited for it */
     gs_signal(&srv[0], SIGCONT);
