@@ -10,7 +10,9 @@
 #include <poll.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -244,21 +246,59 @@ void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf
         missing(r, p, addr, !!(m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE), buf, t0);
 }
 
+/* Each fault thread waits on an epoll set of its own holding the uffd as
+ * EPOLLEXCLUSIVE, so a fault wakes one sleeping fault thread, not all: with
+ * poll(2) on the shared uffd every thread woke for every fault and all but
+ * one found nothing to read (a wasted wake-up per fault and thread, 10-80
+ * us of CPU each on a small VM: docs/perf-issue10.md, run 3). The stop fd
+ * is watched by every thread. -1 if the set cannot be made (poll then). */
+static int wait_set(struct nv_gm_region *r)
+{
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
+        return -1;
+    struct epoll_event u = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.u32 = 0 };
+    struct epoll_event st = { .events = EPOLLIN, .data.u32 = 1 };
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, r->uffd, &u) != 0 || epoll_ctl(ep, EPOLL_CTL_ADD, r->stop_fd, &st) != 0) {
+        close(ep);
+        return -1;
+    }
+    return ep;
+}
+
+/* Sleep until the uffd or the stop fd is readable: 1 to stop, 0 to read,
+ * -1 on an error that ends the thread. */
+static int wait_msg(int ep, struct pollfd *pf)
+{
+    if (ep >= 0) {
+        struct epoll_event ev[2];
+        int n = epoll_wait(ep, ev, 2, -1);
+        if (n < 0)
+            return errno == EINTR ? 0 : -1;
+        for (int i = 0; i < n; i++)
+            if (ev[i].data.u32 == 1)
+                return 1;
+        return 0;
+    }
+    if (poll(pf, 2, -1) < 0)
+        return errno == EINTR ? 0 : -1;
+    return pf[1].revents ? 1 : 0;
+}
+
 void *nv_gm_fault_thread(void *arg)
 {
     struct nv_gm_region *r = arg;
     void *buf = mmap(NULL, NV_GM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED)
         return NULL;
+    /* named, so that profiles and tests can tell its wake-ups apart */
+    prctl(PR_SET_NAME, "netvm-gmfault", 0, 0, 0);
+    int ep = wait_set(r);
     struct pollfd pf[2] = { { .fd = r->uffd, .events = POLLIN }, { .fd = r->stop_fd, .events = POLLIN } };
     struct uffd_msg msg[4];
     for (;;) {
-        if (poll(pf, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if (pf[1].revents)
+        int w = wait_msg(ep, pf);
+        if (w != 0)
             break;
         /* The kernel lets the program's madvise or munmap go on as soon as
          * its event is read, so the event is handled before any other
@@ -275,6 +315,8 @@ void *nv_gm_fault_thread(void *arg)
             if (msg[i].event == UFFD_EVENT_PAGEFAULT)
                 nv_gm_fault_msg(r, &msg[i], buf);
     }
+    if (ep >= 0)
+        close(ep);
     munmap(buf, NV_GM_PAGE);
     return NULL;
 }
