@@ -85,15 +85,25 @@ int main(int argc, char **argv)
     CHECK_OK(netvm_gmem_map(gt_ctx(), npages * GPAGE, &o, &g, (void **)&m));
     for (size_t p = 0; p < k; p++)
         gt_fill(m + p * GPAGE, p, 1);
-    do {
-        sched_yield();
+    /* every page written back and clean: the cleaner may have taken a
+     * page while the fill was still writing it, which dirties it again and
+     * sends it twice, so the count of write-backs alone does not say that
+     * every page is clean */
+    struct nv_gm_region *r = nv_gm_region_of(g);
+    for (size_t dirty = k;;) {
         CHECK_OK(netvm_gmem_stats(g, &s1));
-    } while (s1.writebacks < k * R);
+        if (!dirty && s1.writebacks >= k * R)
+            break;
+        sched_yield();
+        dirty = 0;
+        for (size_t p = 0; p < k; p++)
+            dirty += (__atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE) & NV_GM_DIRTY) != 0;
+    }
     CHECK(s1.evictions == 0);
     for (size_t p = k; p < npages; p++)
         CHECK(gt_check(m + p * GPAGE, p, 0));
     CHECK_OK(netvm_gmem_stats(g, &s2));
-    CHECK(s2.evictions_dirty == 0 && s2.writebacks == k * R);
+    CHECK(s2.evictions >= k && s2.evictions_dirty == 0);   /* the cleaned pages left without a write-back */
     for (size_t p = 0; p < k; p++)
         CHECK(gt_check(m + p * GPAGE, p, 1));
     printf("sync: the early cleaner wrote %zu pages back before any eviction; they were evicted clean\n", k);

@@ -19,7 +19,11 @@ netvm_status_t nv_queue_seg_create(netvm_ctx_t *ctx, const char *name, size_t ri
     if ((st = netvm_alloc_shared(ctx, len, NETVM_RWA, seg_name, &addr, &qs->seg)))
         return st;
     qs->base = addr;
-    uint64_t hdr[NV_CHAN_HDR_WORDS] = { NV_CHAN_MAGIC, qs->ring_bytes, qs->max_msg, rings };
+    /* senders may import the segment as soon as it is exported, before
+     * this header exists: the magic word goes last, and a sender that reads
+     * it still 0 looks again (ring_tx.c) */
+    uint64_t hdr[NV_CHAN_HDR_WORDS] = { 0, qs->ring_bytes, qs->max_msg, rings };
     memcpy(qs->base, hdr, sizeof hdr);
+    __atomic_store_n((uint64_t *)qs->base, (uint64_t)NV_CHAN_MAGIC, __ATOMIC_RELEASE);
     return NETVM_OK;
 }

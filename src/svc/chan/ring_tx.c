@@ -28,6 +28,24 @@ static netvm_status_t import_retry(netvm_ctx_t *ctx, int peer, const char *seg_n
     }
 }
 
+/* The queue's header, once its receiver has written it: the segment is
+ * exported (and importable) a moment before, and its magic word is written
+ * last, so a 0 there means "not yet". The words are read again after the
+ * magic was seen, which orders them after it. */
+static netvm_status_t read_header(netvm_ctx_t *ctx, netvm_rseg_t *rs, int timeout_ms, uint64_t *hdr)
+{
+    double start = nv_chan_now_ms();
+    for (;;) {
+        netvm_status_t st = netvm_get(ctx, hdr, rs, 0, NV_CHAN_HDR_WORDS * sizeof *hdr, 0);
+        if (st || hdr[0] != 0)
+            return st ? st : netvm_get(ctx, hdr, rs, 0, NV_CHAN_HDR_WORDS * sizeof *hdr, 0);
+        if (nv_chan_left_ms(timeout_ms, start) == 0)
+            return NETVM_ERR_TIMEOUT;
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+}
+
 static void tx_free(struct nv_ring_tx *tx)
 {
     if (tx->rs)
@@ -60,7 +78,7 @@ netvm_status_t nv_ring_tx_open(netvm_ctx_t *ctx, int peer, const char *name, int
         goto fail;
     }
     uint64_t hdr[NV_CHAN_HDR_WORDS];
-    if ((st = netvm_get(ctx, hdr, tx->rs, 0, sizeof hdr, 0)))
+    if ((st = read_header(ctx, tx->rs, timeout_ms, hdr)))
         goto fail;
     uint64_t rb = hdr[1], mm = hdr[2], n = hdr[3];
     if (hdr[0] != NV_CHAN_MAGIC || rb < NV_CHAN_MIN_RING || rb > NV_CHAN_MAX_RING || (rb & (rb - 1))
