@@ -4,7 +4,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 20
 JOBS       ?= $(shell nproc)
 
 .PHONY: all deps demo test build build-asan build-tsan build-fuzz fuzz compare clean install
