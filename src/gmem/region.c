@@ -47,6 +47,10 @@ static netvm_status_t resolve(const netvm_gmem_opts_t *o, struct opts *out)
     long long budget = o && o->budget ? (long long)o->budget
                                       : nv_config_size("NETVM_GMEM_BUDGET", NV_GM_PAGE, (long long)1 << 50);
     out->budget = (uint64_t)budget / NV_GM_PAGE;
+    /* the default window shrinks to fit a small budget; one the caller or
+     * NETVM_GMEM_READAHEAD asked for is kept or refused */
+    const char *ra_env = getenv("NETVM_GMEM_READAHEAD");
+    int ra_asked = (o && o->readahead) || (ra_env && *ra_env);
     int ra = o && o->readahead ? o->readahead : (int)nv_config_long("NETVM_GMEM_READAHEAD", 0, NV_GM_RABUF);
     if (ra < 0)
         ra = 0;
@@ -85,6 +89,13 @@ static netvm_status_t resolve(const netvm_gmem_opts_t *o, struct opts *out)
     /* room for every fault thread's page, a read-ahead window and an
      * eviction batch, or the evictor could find nothing to take */
     uint64_t least = (uint64_t)(2 * out->threads + out->readahead + NV_GM_STAGE);
+    if (out->budget < least && !ra_asked && out->budget >= least - (uint64_t)out->readahead) {
+        int fit = (int)(out->budget - (least - (uint64_t)out->readahead));
+        nv_info("gmem: read-ahead window %d pages, not %d, to fit a budget of %llu pages", fit, out->readahead,
+                (unsigned long long)out->budget);
+        out->readahead = fit;
+        least = out->budget;
+    }
     if (out->budget < least) {
         nv_error("gmem: a budget of %llu pages is too small with %d fault threads and read-ahead %d: at least "
                  "%llu pages (%llu KiB)", (unsigned long long)out->budget, out->threads, out->readahead,
