@@ -16,6 +16,21 @@
 
 #define GM_PAGE 4096u
 
+/* "64M", "4096", "1.5G": bytes (powers of 1024); 0 if it is not a size. */
+static inline size_t gm_parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'G': case 'g': v *= 1024; /* fall through */
+    case 'M': case 'm': v *= 1024; /* fall through */
+    case 'K': case 'k': v *= 1024; end++; break;
+    case 0: break;
+    default: return 0;
+    }
+    return *end ? 0 : (size_t)v;
+}
+
 static inline uint64_t gm_now_ns(void)
 {
     struct timespec t;

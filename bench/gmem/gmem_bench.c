@@ -35,20 +35,6 @@
 
 #include <netvm/gmem.h>
 
-static size_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'G': case 'g': v *= 1024; /* fall through */
-    case 'M': case 'm': v *= 1024; /* fall through */
-    case 'K': case 'k': v *= 1024; end++; break;
-    case 0: break;
-    default: return 0;
-    }
-    return *end ? 0 : (size_t)v;
-}
-
 static struct {
     const char *mode;
     size_t size, budget;
@@ -287,9 +273,9 @@ int main(int argc, char **argv)
         if (!strcmp(k, "--mode"))
             o.mode = v;
         else if (!strcmp(k, "--size"))
-            o.size = parse_size(v);
+            o.size = gm_parse_size(v);
         else if (!strcmp(k, "--budget"))
-            o.budget = parse_size(v);
+            o.budget = gm_parse_size(v);
         else if (!strcmp(k, "--readahead"))
             o.readahead = atoi(v), o.readahead_set = 1;
         else if (!strcmp(k, "--accesses"))

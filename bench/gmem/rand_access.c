@@ -15,20 +15,6 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
-static size_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'G': case 'g': v *= 1024; /* fall through */
-    case 'M': case 'm': v *= 1024; /* fall through */
-    case 'K': case 'k': v *= 1024; end++; break;
-    case 0: break;
-    default: return 0;
-    }
-    return *end ? 0 : (size_t)v;
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: netvm_gm_rand --size W [--accesses N] [--writes PCT] [--seed S]\n");
@@ -44,7 +30,7 @@ int main(int argc, char **argv)
         usage();
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--size"))
-            size = parse_size(argv[i + 1]);
+            size = gm_parse_size(argv[i + 1]);
         else if (!strcmp(argv[i], "--accesses"))
             accesses = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--writes"))
