@@ -113,6 +113,7 @@ typedef struct {
     uint64_t fault_ns_p99;
     uint64_t fault_ns_p999;
     uint64_t fault_ns_max;
+    uint64_t resident_peak;      /* the most pages resident at once (the pager's count) */
 } netvm_gmem_stats_t;
 netvm_status_t netvm_gmem_stats(const netvm_gmem_t *region, netvm_gmem_stats_t *stats);
 

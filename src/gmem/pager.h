@@ -63,7 +63,8 @@ struct nv_gm_seg {
 #define NV_GM_MAXCHILD 8
 struct nv_gm_child {
     int            fd;          /* the child's uffd; -1: free slot */
-    unsigned char *pending;     /* per page: not yet given to the child */
+    unsigned char *given;       /* per page: given to the child already (mmap'd, zero: not yet) */
+    uint64_t       npages;      /* of given */
     struct nv_gm_seg seg[NV_GM_MAXSEG];
     int            nseg;
 };
@@ -85,7 +86,10 @@ struct nv_gm_region {
     struct nv_gstore *store;
     size_t            len;
     uint64_t          npages;
-    uint32_t         *state;         /* npages words, __atomic */
+    uint32_t         *state;         /* npages words, __atomic; mmap'd, so pages never used cost nothing */
+    uint64_t          used;          /* __atomic: pages [used, npages) were never faulted or read ahead:
+                                        the evictor's hand and the cleaner stop there, so a region that
+                                        is a large reservation costs what is used of it */
 
     /* address space: segments, rwlock (events write, everyone else reads) */
     pthread_rwlock_t  seg_lock;
@@ -104,6 +108,7 @@ struct nv_gm_region {
 
     /* budget: pages resident or reserved for a placement in progress */
     uint64_t          resident;      /* __atomic */
+    uint64_t          resident_peak; /* __atomic: the most resident has been */
     uint64_t          low_water;
     pthread_mutex_t   ev_lock;
     pthread_cond_t    ev_cond, room_cond;
@@ -140,6 +145,14 @@ struct nv_gm_region {
 };
 
 #define NV_GM_CNT(r, f) __atomic_fetch_add(&(r)->c.f, 1, __ATOMIC_RELAXED)
+
+/* Pages below end may be resident from now on (r->used). */
+static inline void nv_gm_used_upto(struct nv_gm_region *r, uint64_t end)
+{
+    uint64_t u = __atomic_load_n(&r->used, __ATOMIC_RELAXED);
+    while (u < end && !__atomic_compare_exchange_n(&r->used, &u, end, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    }
+}
 
 /* address of page in the region as it is mapped now (0: not mapped) */
 uintptr_t nv_gm_page_addr(struct nv_gm_region *r, uint64_t page);

@@ -7,8 +7,13 @@ int nv_gm_try_reserve(struct nv_gm_region *r)
 {
     uint64_t cur = __atomic_load_n(&r->resident, __ATOMIC_RELAXED);
     while (cur < r->budget)
-        if (__atomic_compare_exchange_n(&r->resident, &cur, cur + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        if (__atomic_compare_exchange_n(&r->resident, &cur, cur + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            uint64_t peak = __atomic_load_n(&r->resident_peak, __ATOMIC_RELAXED);
+            while (peak < cur + 1 && !__atomic_compare_exchange_n(&r->resident_peak, &peak, cur + 1, 1,
+                                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            }
             return 1;
+        }
     return 0;
 }
 

@@ -168,9 +168,11 @@ static uint64_t evict_round(struct nv_gm_region *r)
     struct batch b = { .n = 0 };
     uint64_t taken = 0, scanned = 0;
     pthread_mutex_lock(&r->wb_lock);
-    while (__atomic_load_n(&r->resident, __ATOMIC_ACQUIRE) - (uint64_t)b.n > r->low_water &&
-           scanned < 3 * r->npages) {
-        uint64_t p = r->hand++ % r->npages;
+    /* the hand goes round the pages ever used, not the whole region */
+    uint64_t used = __atomic_load_n(&r->used, __ATOMIC_ACQUIRE);
+    while (used && __atomic_load_n(&r->resident, __ATOMIC_ACQUIRE) - (uint64_t)b.n > r->low_water &&
+           scanned < 3 * used) {
+        uint64_t p = r->hand++ % used;
         scanned++;
         if (b.n && p != b.page[b.n - 1] + 1 && b.n == NV_GM_STAGE)
             batch_finish(r, &b);
@@ -192,9 +194,10 @@ static netvm_status_t clean(struct nv_gm_region *r, uint64_t max, unsigned char 
 {
     netvm_status_t res = NETVM_OK;
     uint64_t done = 0;
-    for (uint64_t p = 0; p < r->npages && done < max;) {
+    uint64_t used = __atomic_load_n(&r->used, __ATOMIC_ACQUIRE);
+    for (uint64_t p = 0; p < used && done < max;) {
         uint64_t first = p, n = 0;
-        while (p < r->npages && n < NV_GM_STAGE && done < max) {
+        while (p < used && n < NV_GM_STAGE && done < max) {
             uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
             if ((s & NV_GM_STATE) != NV_GM_RESIDENT || !(s & NV_GM_DIRTY) ||
                 !__atomic_compare_exchange_n(&r->state[p], &s, (s & ~(uint32_t)NV_GM_STATE) | NV_GM_BUSY, 0,

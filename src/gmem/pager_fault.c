@@ -240,6 +240,7 @@ void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf
             nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
         return;
     }
+    nv_gm_used_upto(r, p + 1);
     if (m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)
         wprotect(r, p, addr);
     else

@@ -85,15 +85,15 @@ static void child_close(struct nv_gm_child *c)
 {
     close(c->fd);
     c->fd = -1;
-    free(c->pending);
-    c->pending = NULL;
+    munmap(c->given, c->npages);
+    c->given = NULL;
 }
 
 /* Give page p as of the fork to child c if it does not have it yet; the
  * caller holds child_lock. 0, or -ESRCH when the child is gone. */
 static int child_give(struct nv_gm_region *r, struct nv_gm_child *c, uint64_t p, int wake)
 {
-    if (!c->pending[p])
+    if (c->given[p])
         return 0;
     uintptr_t a = nv_gm_seg_page_addr(c->seg, c->nseg, p);
     if (!a)
@@ -108,7 +108,7 @@ static int child_give(struct nv_gm_region *r, struct nv_gm_child *c, uint64_t p,
     /* EEXIST: the child had it (copied at the fork); EAGAIN: its mm is
      * changing (it retries the access and faults again) */
     if (e == 0 || e == -EEXIST)
-        c->pending[p] = 0;
+        c->given[p] = 1;
     if (e != 0 && wake)
         nv_gm_uffd_wake(c->fd, a, NV_GM_PAGE);
     return 0;
@@ -145,7 +145,7 @@ static void child_msg(struct nv_gm_region *r, struct nv_gm_child *c, const struc
         }
         NV_GM_CNT(r, child_faults);
         uint64_t p = nv_gm_seg_addr_page(c->seg, c->nseg, a);
-        if (p == UINT64_MAX || !c->pending[p]) {
+        if (p == UINT64_MAX || c->given[p]) {
             /* given already and discarded by the child since: zeros */
             if (nv_gm_uffd_zeropage(c->fd, a, NV_GM_PAGE, 0) != 0)
                 nv_gm_uffd_wake(c->fd, a, NV_GM_PAGE);
@@ -159,7 +159,7 @@ static void child_msg(struct nv_gm_region *r, struct nv_gm_child *c, const struc
         for (uintptr_t a = (uintptr_t)m->arg.remove.start; a < (uintptr_t)m->arg.remove.end; a += NV_GM_PAGE) {
             uint64_t p = nv_gm_seg_addr_page(c->seg, c->nseg, a);
             if (p != UINT64_MAX)
-                c->pending[p] = 0;
+                c->given[p] = 1;
         }
     } else if (m->event == UFFD_EVENT_FORK) {
         /* a grandchild: not served (docs/gmem.md, "fork") */
@@ -229,8 +229,11 @@ void nv_gm_child_add(struct nv_gm_region *r, int fd)
         if (r->child[i].fd < 0)
             c = &r->child[i];
     if (c) {
-        c->pending = malloc(r->npages);
-        if (!c->pending)
+        /* zero-filled on first touch: a big region costs what is used */
+        void *g = mmap(NULL, r->npages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        c->given = g == MAP_FAILED ? NULL : g;
+        c->npages = r->npages;
+        if (!c->given)
             c = NULL;
     }
     if (!c) {
@@ -240,7 +243,6 @@ void nv_gm_child_add(struct nv_gm_region *r, int fd)
                  "(its missing pages fault forever)", NV_GM_MAXCHILD);
         return;
     }
-    memset(c->pending, 1, r->npages);
     pthread_rwlock_rdlock(&r->seg_lock);
     memcpy(c->seg, r->seg, sizeof c->seg);
     c->nseg = r->nseg;

@@ -223,6 +223,7 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
         op->page = q;
         op->slot = slot;
         op->n = n;
+        nv_gm_used_upto(r, q + n);
         __atomic_fetch_add(&r->c.ra_issued, n, __ATOMIC_RELAXED);
         if (r->store->ops->fetchn_nb(r->store, q, n, r->ra_buf + (size_t)slot * NV_GM_PAGE, ra_done, op) !=
             NETVM_OK) {

@@ -3,10 +3,12 @@
  * and write-protect faults, its pager threads, and its store. */
 #include "gmem/own_ctx.h"
 #include "gmem/pager.h"
+#include "gmem/region_int.h"
 #include "util/config.h"
 #include "util/log.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -131,19 +133,38 @@ static void region_free(struct nv_gm_region *r)
     free(r);
 }
 
+/* The region's uffd with the features it needs; -1 with why. */
+static int open_main_uffd(struct nv_gm_uffd_caps *caps, char *why, size_t cap)
+{
+    int fd = nv_gm_uffd_open(NV_GM_FEATURES_WANTED, caps, why, cap);
+    if (fd < 0)
+        return -1;
+    if ((caps->features & NV_GM_FEATURES_NEEDED) != NV_GM_FEATURES_NEEDED) {
+        snprintf(why, cap, "this kernel's userfaultfd lacks %s%s (Linux 6.8 or later has both)",
+                 caps->features & UFFD_FEATURE_PAGEFAULT_FLAG_WP ? "" : "write-protect faults (dirty tracking) ",
+                 caps->features & UFFD_FEATURE_MOVE ? "" : "UFFDIO_MOVE (atomic eviction)");
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+netvm_status_t nv_gmem_check_support(char *why, size_t cap)
+{
+    struct nv_gm_uffd_caps caps;
+    int fd = open_main_uffd(&caps, why, cap);
+    if (fd < 0)
+        return NETVM_ERR_UNSUPPORTED;
+    close(fd);
+    return NETVM_OK;
+}
+
 static netvm_status_t open_uffds(struct nv_gm_region *r)
 {
     char why[512];
-    int fd = nv_gm_uffd_open(NV_GM_FEATURES_WANTED, &r->caps, why, sizeof why);
-    if (fd < 0) {
+    r->uffd = open_main_uffd(&r->caps, why, sizeof why);
+    if (r->uffd < 0) {
         nv_error("gmem: %s", why);
-        return NETVM_ERR_UNSUPPORTED;
-    }
-    r->uffd = fd;
-    if ((r->caps.features & NV_GM_FEATURES_NEEDED) != NV_GM_FEATURES_NEEDED) {
-        nv_error("gmem: this kernel's userfaultfd lacks %s%s (Linux 6.8 or later has both)",
-                 r->caps.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP ? "" : "write-protect faults (dirty tracking) ",
-                 r->caps.features & UFFD_FEATURE_MOVE ? "" : "UFFDIO_MOVE (atomic eviction)");
         return NETVM_ERR_UNSUPPORTED;
     }
     struct nv_gm_uffd_caps c2;
@@ -155,8 +176,23 @@ static netvm_status_t open_uffds(struct nv_gm_region *r)
     return NETVM_OK;
 }
 
+static netvm_status_t map_flags(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts, unsigned flags,
+                                netvm_gmem_t **region, void **addr);
+
 netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts, netvm_gmem_t **region,
                               void **addr)
+{
+    return map_flags(ctx, len, opts, 0, region, addr);
+}
+
+netvm_status_t nv_gmem_map_reserve(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts,
+                                   netvm_gmem_t **region, void **addr)
+{
+    return map_flags(ctx, len, opts, NV_GSTORE_RESERVE, region, addr);
+}
+
+static netvm_status_t map_flags(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts, unsigned flags,
+                                netvm_gmem_t **region, void **addr)
 {
     if (!len || !region || !addr)
         return NETVM_ERR_INVAL;
@@ -227,7 +263,7 @@ netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opt
          * context that allows it (own_ctx.h) */
         netvm_ctx_t *own = nv_gmem_own_ctx(ctx, &st);
         if (own)
-            st = nv_gstore_remote_open(own, r->npages, opts, &r->store);
+            st = nv_gstore_remote_open_flags(own, r->npages, opts, flags, &r->store);
     }
     if (st != NETVM_OK)
         goto fail;
@@ -333,6 +369,7 @@ netvm_status_t netvm_gmem_stats(const netvm_gmem_t *region, netvm_gmem_stats_t *
         .fault_ns_p50 = nv_gm_hist_pct(&r->hist, 0.50), .fault_ns_p99 = nv_gm_hist_pct(&r->hist, 0.99),
         .fault_ns_p999 = nv_gm_hist_pct(&r->hist, 0.999),
         .fault_ns_max = __atomic_load_n(&r->hist.max, __ATOMIC_RELAXED),
+        .resident_peak = __atomic_load_n(&r->resident_peak, __ATOMIC_RELAXED),
     };
     return NETVM_OK;
 }

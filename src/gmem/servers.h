@@ -111,6 +111,12 @@ void nv_gm_monitor_stop(struct nv_gm_servers *g);
 /* Embedded servers (servers_embedded.c): start n `netvm memd` on loopback
  * with g's credential, connect to each. */
 netvm_status_t nv_gm_embedded_start(struct nv_gm_servers *g, int n);
+/* Start one `netvm memd` (bin) on loopback with a pool of size bytes
+ * (a size string), handing it cred over a pipe; its address (NV_GM_ADDR_MAX)
+ * and pid are returned. It exits when its parent dies. `netvm gmem run`
+ * starts its servers this way too. */
+netvm_status_t nv_gm_memd_spawn(const char *bin, const char *size, const void *cred, size_t cred_len, char *addr,
+                                pid_t *pid);
 void nv_gm_embedded_stop(struct nv_gm_servers *g);
 
 /* Moving a server's pages elsewhere (drain, remove): every copy on idx

@@ -61,7 +61,7 @@ static uint64_t rebalance_region(struct nv_gstore_remote *r, int to)
     struct nv_gm_servers *g = r->g;
     uint64_t moved = 0;
     uint8_t from[NV_GM_EXTENT];
-    for (uint64_t ext = 0; ext * NV_GM_EXTENT < r->npages; ext++) {
+    for (uint64_t ext = 0; ext * NV_GM_EXTENT < atomic_load(&r->hi); ext++) {
         uint8_t top[NV_GM_RMAX];
         int ntop = nv_gm_place(g, r->region, ext, top, r->replicas), in = 0;
         for (int j = 0; j < ntop; j++)
@@ -107,7 +107,7 @@ static uint64_t move_off_region(struct nv_gstore_remote *r, int from)
     struct nv_gm_servers *g = r->g;
     uint64_t moved = 0;
     uint8_t to[NV_GM_EXTENT];
-    for (uint64_t ext = 0; ext * NV_GM_EXTENT < r->npages; ext++) {
+    for (uint64_t ext = 0; ext * NV_GM_EXTENT < atomic_load(&r->hi); ext++) {
         uint8_t order[NV_GM_MAX_SERVERS];
         int norder = nv_gm_place(g, r->region, ext, order, NV_GM_MAX_SERVERS);
         uint64_t lo = ext * NV_GM_EXTENT, hi = lo + NV_GM_EXTENT < r->npages ? lo + NV_GM_EXTENT : r->npages;

@@ -75,21 +75,21 @@ static int read_ready(int fd, char *buf, size_t cap)
     }
 }
 
-static netvm_status_t start_one(struct nv_gm_servers *g, const char *bin, const char *size, char *addr,
+netvm_status_t nv_gm_memd_spawn(const char *bin, const char *size, const void *cred, size_t cred_len, char *addr,
                                 pid_t *pid)
 {
-    int cred[2], ready[2];
-    if (pipe2(cred, O_CLOEXEC) != 0)
+    int cp[2], ready[2];
+    if (pipe2(cp, O_CLOEXEC) != 0)
         return NETVM_ERR_SYS;
     if (pipe2(ready, O_CLOEXEC) != 0) {
-        close(cred[0]);
-        close(cred[1]);
+        close(cp[0]);
+        close(cp[1]);
         return NETVM_ERR_SYS;
     }
     /* the child's ends at numbers none of the four pipes uses, so one dup2
      * cannot overwrite another's source */
-    int hi = cred[0];
-    if (cred[1] > hi) hi = cred[1];
+    int hi = cp[0];
+    if (cp[1] > hi) hi = cp[1];
     if (ready[0] > hi) hi = ready[0];
     if (ready[1] > hi) hi = ready[1];
     int cfd = hi + 1, rfd = hi + 2;
@@ -98,23 +98,23 @@ static netvm_status_t start_one(struct nv_gm_servers *g, const char *bin, const 
     snprintf(rfd_s, sizeof rfd_s, "%d", rfd);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, cred[0], cfd);
+    posix_spawn_file_actions_adddup2(&fa, cp[0], cfd);
     posix_spawn_file_actions_adddup2(&fa, ready[1], rfd);
     char *argv[] = { (char *)bin, "memd", "--listen", "tcp:127.0.0.1:0", "--size", (char *)size,
                      "--credential-fd", cfd_s, "--ready-fd", rfd_s, "--embedded", NULL };
     int err = posix_spawn(pid, bin, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
-    close(cred[0]);
+    close(cp[0]);
     close(ready[1]);
     netvm_status_t st = NETVM_OK;
     if (err) {
         nv_error("gmem: cannot start the embedded memory server %s memd: %s", bin, strerror(err));
         st = NETVM_ERR_SYS;
-    } else if (write(cred[1], g->cred, g->cred_len) != (ssize_t)g->cred_len) {
+    } else if (write(cp[1], cred, cred_len) != (ssize_t)cred_len) {
         nv_error("gmem: cannot hand the embedded memory server its credential: %s", strerror(errno));
         st = NETVM_ERR_SYS;
     }
-    close(cred[1]);
+    close(cp[1]);
     if (st == NETVM_OK && read_ready(ready[0], addr, NV_GM_ADDR_MAX) != 0) {
         nv_error("gmem: the embedded memory server (%s memd, pid %d) did not report its address within %d ms",
                  bin, (int)*pid, NV_GM_EMBEDDED_READY_MS);
@@ -145,7 +145,7 @@ netvm_status_t nv_gm_embedded_start(struct nv_gm_servers *g, int n)
     for (int i = 0; i < n; i++) {
         char addr[NV_GM_ADDR_MAX];
         pid_t pid;
-        netvm_status_t st = start_one(g, bin, size, addr, &pid);
+        netvm_status_t st = nv_gm_memd_spawn(bin, size, g->cred, g->cred_len, addr, &pid);
         if (st != NETVM_OK)
             return st;
         g->embedded[g->nembedded++] = pid;

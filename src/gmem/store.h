@@ -74,9 +74,16 @@ struct nv_gstore {
     uint64_t bytes_in, bytes_out, writebacks, remote_fetches;   /* __atomic */
 };
 
-/* Open a region's store of npages pages. */
+/* Open a region's store of npages pages. The servers must be able to take
+ * npages * R pages of this client (NETVM_ERR_NOMEM otherwise), unless
+ * flags has NV_GSTORE_RESERVE: the region is a reservation of address
+ * space (`netvm gmem run`'s), most of it never used, and a store that
+ * finds the servers full fails then (the page stays resident). */
+#define NV_GSTORE_RESERVE 1u
 netvm_status_t nv_gstore_remote_open(netvm_ctx_t *ctx, uint64_t npages, const netvm_gmem_opts_t *opts,
                                      struct nv_gstore **s);
+netvm_status_t nv_gstore_remote_open_flags(netvm_ctx_t *ctx, uint64_t npages, const netvm_gmem_opts_t *opts,
+                                           unsigned flags, struct nv_gstore **s);
 netvm_status_t nv_gstore_local_open(uint64_t npages, struct nv_gstore **s);
 
 #endif

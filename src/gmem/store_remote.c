@@ -9,17 +9,18 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 int nv_gm_dir_cas(struct nv_gstore_remote *r, uint64_t page, uint64_t old, uint64_t nw)
 {
     if (!atomic_compare_exchange_strong(&r->dir[page], &old, nw))
         return 0;
     struct nv_gm_servers *g = r->g;
-    uint64_t ho = nv_gm_e_state(old) == NV_GM_PG_STORED ? old >> 32 : 0xFFFFFFFFull;
-    uint64_t hn = nv_gm_e_state(nw) == NV_GM_PG_STORED ? nw >> 32 : 0xFFFFFFFFull;
-    if (ho != hn) {
+    int so = nv_gm_e_state(old) == NV_GM_PG_STORED, sn = nv_gm_e_state(nw) == NV_GM_PG_STORED;
+    if ((so ? old >> 32 : 0) != (sn ? nw >> 32 : 0)) {
         for (int i = 0; i < NV_GM_RMAX; i++) {
-            unsigned a = (unsigned)(ho >> (8 * i)) & 0xFF, b = (unsigned)(hn >> (8 * i)) & 0xFF;
+            unsigned a = so ? nv_gm_e_holder(old, i) : NV_GM_NO_SERVER;
+            unsigned b = sn ? nv_gm_e_holder(nw, i) : NV_GM_NO_SERVER;
             if (a != NV_GM_NO_SERVER)
                 atomic_fetch_sub(&g->srv[a].pages_held, 1);
             if (b != NV_GM_NO_SERVER)
@@ -91,7 +92,8 @@ static void rs_health(struct nv_gstore *s, netvm_gmem_health_t *h)
         h->servers_alive += st == NV_GM_SRV_ALIVE || st == NV_GM_SRV_DRAINING;
     }
     h->replicas = r->replicas;
-    for (uint64_t p = 0; p < r->npages; p++) {
+    uint64_t hi = atomic_load(&r->hi);
+    for (uint64_t p = 0; p < hi; p++) {
         uint64_t e = atomic_load_explicit(&r->dir[p], memory_order_relaxed);
         if (nv_gm_e_state(e) == NV_GM_PG_LOST) {
             h->pages_lost++;
@@ -128,9 +130,10 @@ static void rs_close(struct nv_gstore *s)
         if (fs != NETVM_OK)
             nv_gm_srv_report(g, i, fs);
     }
-    for (uint64_t p = 0; p < r->npages; p++)
-        nv_gm_dir_cas(r, p, atomic_load(&r->dir[p]), 0xFFFFFFFF00000000ull);
-    free((void *)r->dir);
+    uint64_t hi = atomic_load(&r->hi);
+    for (uint64_t p = 0; p < hi; p++)
+        nv_gm_dir_cas(r, p, atomic_load(&r->dir[p]), 0);
+    munmap((void *)r->dir, r->npages * sizeof *r->dir);
     free(r);
 }
 
@@ -145,7 +148,8 @@ static const struct nv_gstore_ops remote_ops = {
     .close = rs_close,
 };
 
-static netvm_status_t pick_replicas(struct nv_gm_servers *g, const netvm_gmem_opts_t *opts, uint64_t npages, int *rp)
+static netvm_status_t pick_replicas(struct nv_gm_servers *g, const netvm_gmem_opts_t *opts, uint64_t npages,
+                                    unsigned flags, int *rp)
 {
     int avail = nv_gm_servers_placeable_count(g);
     int r = opts && opts->replicas > 0 ? opts->replicas : (int)nv_config_long("NETVM_GMEM_REPLICAS", 0, NV_GM_RMAX);
@@ -164,7 +168,7 @@ static netvm_status_t pick_replicas(struct nv_gm_servers *g, const netvm_gmem_op
                                                                           : g->srv[i].pool_pages;
             room += c;
         }
-    if (room / (uint64_t)r < npages) {
+    if (!(flags & NV_GSTORE_RESERVE) && room / (uint64_t)r < npages) {
         nv_error("gmem: the servers take at most %llu pages of this client, a region of %llu pages with %d "
                  "replicas needs %llu",
                  (unsigned long long)room, (unsigned long long)npages, r, (unsigned long long)npages * r);
@@ -177,6 +181,12 @@ static netvm_status_t pick_replicas(struct nv_gm_servers *g, const netvm_gmem_op
 netvm_status_t nv_gstore_remote_open(netvm_ctx_t *ctx, uint64_t npages, const netvm_gmem_opts_t *opts,
                                      struct nv_gstore **sp)
 {
+    return nv_gstore_remote_open_flags(ctx, npages, opts, 0, sp);
+}
+
+netvm_status_t nv_gstore_remote_open_flags(netvm_ctx_t *ctx, uint64_t npages, const netvm_gmem_opts_t *opts,
+                                           unsigned flags, struct nv_gstore **sp)
+{
     *sp = NULL;
     if (!ctx || !npages)
         return NETVM_ERR_INVAL;
@@ -185,15 +195,18 @@ netvm_status_t nv_gstore_remote_open(netvm_ctx_t *ctx, uint64_t npages, const ne
     if (!g)
         return st;
     int replicas;
-    if ((st = pick_replicas(g, opts, npages, &replicas)) != NETVM_OK)
+    if ((st = pick_replicas(g, opts, npages, flags, &replicas)) != NETVM_OK)
         return st;
     struct nv_gstore_remote *r = calloc(1, sizeof *r);
-    if (!r || !(r->dir = malloc(npages * sizeof *r->dir))) {
+    /* zero-filled on first touch: a page never used costs nothing */
+    void *dir = r ? mmap(NULL, npages * sizeof *r->dir, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                  : MAP_FAILED;
+    if (dir == MAP_FAILED) {
         free(r);
         return NETVM_ERR_NOMEM;
     }
-    for (uint64_t p = 0; p < npages; p++)
-        atomic_init(&r->dir[p], 0xFFFFFFFF00000000ull);
+    r->dir = dir;
     r->base.ops = &remote_ops;
     r->g = g;
     r->region = __atomic_fetch_add(&g->next_region, 1, __ATOMIC_RELAXED);

@@ -8,7 +8,11 @@
  *   bit  3     M: a mover (repair, drain, rebalance) is copying this page
  *   bits 4-31  generation: bumped by every store and discard, so a mover
  *              that copied an old version sees its copy is stale
- *   bits 32-63 the holders: R <= 4 server indexes, 0xFF for none.
+ *   bits 32-63 the holders: R <= 4 bytes, each a server index + 1, 0 for
+ *              none (so an all-zero word is a page never stored, and the
+ *              directory is a lazily zero-filled mapping that costs
+ *              nothing for pages never used: a region may be a large
+ *              reservation, as `netvm gmem run`'s is).
  * A store waits for M to clear before it sets W; movers skip pages with W
  * set and retry later; so a mover's copy and a store's never cross. */
 #ifndef NV_GMEM_STORE_REMOTE_H
@@ -26,15 +30,18 @@ enum { NV_GM_PG_NONE = 0, NV_GM_PG_STORED = 1, NV_GM_PG_LOST = 2 };
 #define NV_GM_E_GENMASK 0xFFFFFFF0ull
 
 static inline unsigned nv_gm_e_state(uint64_t e) { return (unsigned)(e & 3); }
-static inline unsigned nv_gm_e_holder(uint64_t e, int i) { return (unsigned)(e >> (32 + 8 * i)) & 0xFF; }
+static inline unsigned nv_gm_e_holder(uint64_t e, int i)
+{
+    return (((unsigned)(e >> (32 + 8 * i)) & 0xFF) - 1u) & 0xFF;   /* 0 -> NV_GM_NO_SERVER */
+}
 static inline uint64_t nv_gm_e_with_holders(uint64_t e, const uint8_t h[NV_GM_RMAX])
 {
     uint64_t w = e & 0xFFFFFFFFull;
     for (int i = 0; i < NV_GM_RMAX; i++)
-        w |= (uint64_t)h[i] << (32 + 8 * i);
+        w |= (uint64_t)((h[i] + 1u) & 0xFF) << (32 + 8 * i);
     return w;
 }
-static inline uint64_t nv_gm_e_empty_holders(uint64_t e) { return (e & 0xFFFFFFFFull) | 0xFFFFFFFF00000000ull; }
+static inline uint64_t nv_gm_e_empty_holders(uint64_t e) { return e & 0xFFFFFFFFull; }
 static inline uint64_t nv_gm_e_bump(uint64_t e)
 {
     return (e & ~NV_GM_E_GENMASK) | ((e + NV_GM_E_GEN1) & NV_GM_E_GENMASK);
@@ -54,7 +61,9 @@ struct nv_gstore_remote {
     uint64_t              npages;
     int                   replicas;
     int                   timeout_ms;
-    _Atomic uint64_t     *dir;
+    _Atomic uint64_t     *dir;        /* npages words, mmap'd (zero: never stored) */
+    _Atomic uint64_t      hi;         /* pages [hi, npages) were never stored: the
+                                         whole-directory walks stop there */
     _Atomic uint64_t      lost, restored;
     _Atomic int           users;      /* the monitor working on it */
     struct nv_gstore_remote *next;    /* in g->regions */

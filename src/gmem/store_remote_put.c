@@ -185,6 +185,9 @@ netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, co
     struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
     if (!n || page >= r->npages || n > r->npages - page || !buf || !done)
         return NETVM_ERR_INVAL;
+    uint64_t hi = atomic_load(&r->hi);
+    while (hi < page + n && !atomic_compare_exchange_weak(&r->hi, &hi, page + n)) {
+    }
     uint64_t first_ext = page / NV_GM_EXTENT, last_ext = (page + n - 1) / NV_GM_EXTENT;
     int nchunks = (int)(last_ext - first_ext + 1), R = r->replicas;
     size_t sz = sizeof(struct put_op) + n * sizeof(uint64_t) + (size_t)nchunks * sizeof(struct put_chunk) +

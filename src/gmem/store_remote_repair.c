@@ -136,7 +136,8 @@ uint64_t nv_gm_repair(struct nv_gstore_remote *r)
     if (!buf)
         return 1;
     uint64_t left = 0, lost = 0;
-    for (uint64_t p = 0; p < r->npages; p++)
+    uint64_t hi = atomic_load(&r->hi);
+    for (uint64_t p = 0; p < hi; p++)
         left += (uint64_t)repair_page(r, p, buf, &lost);
     free(buf);
     if (lost > 1)

@@ -639,10 +639,10 @@ static uint64_t runs_of(struct nv_gstore_remote *r, uint64_t first, uint64_t n)
 {
     uint64_t runs = 0, prev = 0;
     for (uint64_t p = first; p < first + n; p++) {
-        uint64_t e = atomic_load(&r->dir[p]) >> 32, set = 0;
+        uint64_t e = atomic_load(&r->dir[p]), set = 0;
         for (int i = 0; i < NV_GM_RMAX; i++)
-            if ((e >> (8 * i) & 0xFF) != NV_GM_NO_SERVER)
-                set |= (uint64_t)1 << (e >> (8 * i) & 0xFF);
+            if (nv_gm_e_holder(e, i) != NV_GM_NO_SERVER)
+                set |= (uint64_t)1 << nv_gm_e_holder(e, i);
         runs += p == first || set != prev;
         prev = set;
     }
