@@ -6,6 +6,7 @@ int nv_cmd_run(int argc, char **argv);    /* run.c:   the launcher */
 int nv_cmd_info(int argc, char **argv);   /* info.c:  version, links, configuration */
 int nv_cmd_bench(int argc, char **argv);  /* bench.c: latency, bandwidth, atomics */
 int nv_cmd_memd(int argc, char **argv);   /* memd.c:  the memory server */
-int nv_cmd_stat(int argc, char **argv);   /* stat.c:  a memory server's state */
+int nv_cmd_stat(int argc, char **argv);   /* stat.c:  a memory server's state, or gmem:PID's */
+int nv_cmd_gmem(int argc, char **argv);   /* gmem_run.c: netvm gmem run, a program in network memory */
 
 #endif

@@ -13,7 +13,8 @@ static const struct {
     { "info",  nv_cmd_info,  "print version, links and every NETVM_* variable" },
     { "bench", nv_cmd_bench, "measure put/get/atomic latency, bandwidth and rate" },
     { "memd",  nv_cmd_memd,  "run a memory server: netvm memd --listen tcp:HOST:PORT --size BYTES ..." },
-    { "stat",  nv_cmd_stat,  "show a memory server's state: netvm stat ADDRESS [--json]" },
+    { "stat",  nv_cmd_stat,  "show a memory server's state, or a program's under gmem run: netvm stat ADDRESS|gmem:PID" },
+    { "gmem",  nv_cmd_gmem,  "run a program in network memory: netvm gmem run [--budget B] [--] PROGRAM ARGS..." },
 };
 
 static void usage(FILE *f)

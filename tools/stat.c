@@ -1,6 +1,8 @@
 /* netvm stat ADDRESS: a memory server's state (NV_GM_STAT), as an
- * observer that may do nothing else there. */
+ * observer that may do nothing else there. netvm stat gmem:PID: the live
+ * statistics of a program under `netvm gmem run` (its interposer's file). */
 #include "commands.h"
+#include "gmem_stat.h"
 #include "gmem/proto.h"
 #include "gmem/server_cred.h"
 #include "util/config.h"
@@ -12,6 +14,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: netvm stat tcp:HOST:PORT [--credential-file PATH] [--json]\n"
+               "       netvm stat gmem:PID [--json]   (or --pid PID): a program under netvm gmem run\n"
                "  the credential file defaults to NETVM_GMEM_CREDENTIAL_FILE\n");
 }
 
@@ -59,13 +62,39 @@ static void print_text(const char *addr, const struct nv_gm_stat *s)
            rate(s->bytes_in, s->uptime_ms), (unsigned long long)s->bytes_out, rate(s->bytes_out, s->uptime_ms));
 }
 
+static int stat_gmem(const char *pid_s, int json)
+{
+    char *end;
+    long pid = strtol(pid_s, &end, 10);
+    char path[4096];
+    struct nvp_stats_file s;
+    if (*end || pid <= 0) {
+        fprintf(stderr, "netvm stat: gmem:%s: not a process id\n", pid_s);
+        return 2;
+    }
+    if (nv_gmem_stats_find((int)pid, path, sizeof path) != 0 || nvp_stats_read(path, &s) != 0) {
+        fprintf(stderr, "netvm stat: process %ld has no network-memory statistics (not run by netvm gmem run, "
+                        "not yet using network memory, or its run ended)\n", pid);
+        return 1;
+    }
+    if (json)
+        nv_gmem_stats_json(stdout, &s);
+    else
+        nv_gmem_stats_print(stdout, &s);
+    return 0;
+}
+
 int nv_cmd_stat(int argc, char **argv)
 {
-    const char *addr = NULL, *cred_file = NULL;
+    const char *addr = NULL, *cred_file = NULL, *gmem_pid = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--pid") && i + 1 < argc)
+            gmem_pid = argv[++i];
+        else if (!strncmp(argv[i], "gmem:", 5))
+            gmem_pid = argv[i] + 5;
         else if (!strcmp(argv[i], "--credential-file") && i + 1 < argc)
             cred_file = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -78,6 +107,8 @@ int nv_cmd_stat(int argc, char **argv)
             return 2;
         }
     }
+    if (gmem_pid)
+        return stat_gmem(gmem_pid, json);
     if (!cred_file)
         cred_file = nv_config_str("NETVM_GMEM_CREDENTIAL_FILE");
     if (!addr || !cred_file) {
