@@ -134,6 +134,11 @@ struct nv_gm_region {
     int               nchildren;     /* __atomic */
     unsigned char    *child_buf;     /* a page: a child's page on its way (child_lock) */
     int               forked_copy;   /* this is the child's copy: nothing runs */
+    /* a shared region's reader (region_shared.c): the mapping is
+     * PROT_READ, so UFFDIO_MOVE (writable mappings only) cannot take pages
+     * out: they leave with MADV_DONTNEED, which raises no event because its
+     * uffd has no UFFD_FEATURE_EVENT_REMOVE */
+    int               read_only;
 
     struct nv_gm_counters c;         /* __atomic */
     struct nv_gm_hist hist;
@@ -173,6 +178,13 @@ int  nv_gm_publish(struct nv_gm_region *r, uint64_t p, uint32_t flags);
 /* The owner of BUSY page p takes it out of the region (it reads as zeros
  * or is fetched again) and wakes its waiters. */
 void nv_gm_drop(struct nv_gm_region *r, uint64_t p, uint32_t flags);
+
+/* pager_shared.c: a shared region's reader drops pages a writer's sync
+ * changed (nv_gstore_inval_fn): resident ones leave the region now, ones
+ * being placed leave when placed; the next access fetches them anew. */
+void nv_gm_invalidate(void *region, uint64_t first, uint64_t n);
+/* Take the page at a out of a read-only region (no event, no copy). */
+void nv_gm_zap(struct nv_gm_region *r, uintptr_t a);
 
 /* pager_ra.c */
 void nv_gm_readahead(struct nv_gm_region *r, uint64_t page);

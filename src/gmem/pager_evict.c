@@ -135,6 +135,17 @@ static int take(struct nv_gm_region *r, struct batch *b, uint64_t p)
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return 0;
     uintptr_t a = nv_gm_page_addr(r, p);
+    if (r->read_only) {
+        /* a reader's pages are clean: out at once (pager.h) */
+        if (a)
+            nv_gm_zap(r, a);
+        __atomic_store_n(&r->state[p], NV_GM_ABSENT, __ATOMIC_RELEASE);
+        NV_GM_CNT(r, evictions);
+        nv_gm_page_gone(r, s);
+        if (a)
+            nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
+        return 1;
+    }
     int e = a ? nv_gm_uffd_move(r->stage_fd, (uintptr_t)r->stage + (size_t)b->n * NV_GM_PAGE, a, NV_GM_PAGE)
               : -ENOENT;
     if (e == -ENOENT) {

@@ -136,6 +136,15 @@ static void missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int writ
                 goto owned;
             continue;
         case NV_GM_RESIDENT:
+            if (r->read_only) {
+                /* a reader's region raises no REMOVE event (pager.h): the
+                 * program's own MADV_DONTNEED may have taken it; fetched
+                 * again (EEXIST if it was only placed after this fault) */
+                if (!__atomic_compare_exchange_n(&r->state[p], &s, NV_GM_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                    continue;
+                nv_gm_unreserve(r, 1);
+                goto owned;
+            }
             /* placed by another thread after this fault was raised */
             nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
             return;

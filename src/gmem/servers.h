@@ -74,6 +74,7 @@ struct nv_gm_servers {
     pthread_mutex_t     lock;                 /* regions, monitor wake-ups */
     pthread_cond_t      cond;
     struct nv_gstore_remote *regions;
+    struct nv_gstore_remote *shared;          /* shared regions open (store_shared.c), lock */
     int                 monitor_started, stopping, kick;
     pthread_t           monitor;
 };
@@ -107,6 +108,11 @@ void nv_gm_region_remove(struct nv_gm_servers *g, struct nv_gstore_remote *r);
 void nv_gm_monitor_kick(struct nv_gm_servers *g);
 netvm_status_t nv_gm_monitor_start(struct nv_gm_servers *g);
 void nv_gm_monitor_stop(struct nv_gm_servers *g);
+
+/* A NOTICE INVALIDATE for shared region id: its pages in bitmap (len
+ * bytes) leave the region of this context mapping it, before this returns
+ * (store_shared.c). NETVM_ERR_NOTFOUND: not mapped here. */
+netvm_status_t nv_gm_shared_invalidate(struct nv_gm_servers *g, uint64_t id, const void *bitmap, size_t len);
 
 /* Embedded servers (servers_embedded.c): start n `netvm memd` on loopback
  * with g's credential, connect to each. */

@@ -70,6 +70,7 @@ struct nv_gstore_ops {
 
 struct nv_gstore {
     const struct nv_gstore_ops *ops;
+    int shared;   /* 0: a private region's store; a shared one's: NV_GM_SHARED_READ or _WRITE */
     /* counted by the store, read by netvm_gmem_stats */
     uint64_t bytes_in, bytes_out, writebacks, remote_fetches;   /* __atomic */
 };
@@ -78,5 +79,23 @@ struct nv_gstore {
 netvm_status_t nv_gstore_remote_open(netvm_ctx_t *ctx, uint64_t npages, const netvm_gmem_opts_t *opts,
                                      struct nv_gstore **s);
 netvm_status_t nv_gstore_local_open(uint64_t npages, struct nv_gstore **s);
+
+/* A shared region's store (store_shared.c, docs/gmem.md "Shared regions"):
+ * named, mapped by several clients, one writer (mode NV_GM_SHARED_WRITE)
+ * and readers. NETVM_ERR_BUSY: the name has a writer; NETVM_ERR_STATE: it
+ * exists with another length, R or server set. */
+netvm_status_t nv_gstore_shared_open(netvm_ctx_t *ctx, const char *name, uint64_t npages, int mode,
+                                     const netvm_gmem_opts_t *opts, struct nv_gstore **s);
+/* Where a reader's store drops pages a writer's sync invalidated: fn runs
+ * in the progress engine, must not block, and must have taken the pages
+ * out of the region when it returns. fn NULL: none (before the region is
+ * freed). */
+typedef void (*nv_gstore_inval_fn)(void *arg, uint64_t first, uint64_t n);
+void           nv_gstore_shared_hook(struct nv_gstore *s, nv_gstore_inval_fn fn, void *arg);
+/* The writer's half of a sync, after its dirty pages are stored: every
+ * reader drops its copies of the pages written since the last one. */
+netvm_status_t nv_gstore_shared_publish(struct nv_gstore *s);
+/* Free a name's pages and records on the servers (nobody may map it). */
+netvm_status_t nv_gstore_shared_remove(netvm_ctx_t *ctx, const char *name, const netvm_gmem_opts_t *opts);
 
 #endif

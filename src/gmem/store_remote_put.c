@@ -142,7 +142,7 @@ static int issue_copy(struct put_copy *cp)
             return 0;
         netvm_rpc_push(h, put_cont, cp);
         cp->server = x;
-        uint64_t args[4] = { g->client_id, op->r->region, c->first, c->n };
+        uint64_t args[4] = { op->r->owner, op->r->region, c->first, c->n };
         netvm_status_t st = nv_rpc_svc_issue(h, g->srv[x].peer, nv_gm_k(NV_GM_PUT), args, 4,
                                              op->buf + (c->first - op->page) * NV_GM_PAGE, c->n * NV_GM_PAGE, NULL, 0,
                                              op->r->timeout_ms);

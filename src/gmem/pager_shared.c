@@ -1,0 +1,39 @@
+/* A shared region's reader drops the pages a writer's sync changed
+ * (docs/gmem.md, "Shared regions"). Runs in the progress engine: no
+ * blocking, only the page's state word, one madvise and a wake. */
+#include "gmem/pager.h"
+
+#include <sys/mman.h>
+
+void nv_gm_zap(struct nv_gm_region *r, uintptr_t a)
+{
+    (void)r;
+    /* no REMOVE event on a reader's uffd (pager.h): nobody waits for it */
+    madvise((void *)a, NV_GM_PAGE, MADV_DONTNEED);
+}
+
+void nv_gm_invalidate(void *region, uint64_t first, uint64_t n)
+{
+    struct nv_gm_region *r = region;
+    for (uint64_t p = first; p < first + n && p < r->npages; p++) {
+        uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
+        for (;;) {
+            unsigned st = s & NV_GM_STATE;
+            if (st == NV_GM_RESIDENT) {
+                if (!__atomic_compare_exchange_n(&r->state[p], &s, (s & ~(uint32_t)NV_GM_STATE) | NV_GM_BUSY, 0,
+                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                    continue;
+                nv_gm_drop(r, p, s);
+            } else if (st == NV_GM_BUSY) {
+                /* being fetched: its copy may be older than the sync; its
+                 * owner drops it instead of publishing it (nv_gm_publish) */
+                if (!(s & NV_GM_DISCARD) &&
+                    !__atomic_compare_exchange_n(&r->state[p], &s, s | NV_GM_DISCARD, 0, __ATOMIC_ACQ_REL,
+                                                 __ATOMIC_ACQUIRE))
+                    continue;
+            }
+            /* ABSENT: the next access fetches it; EVICTING: leaving now */
+            break;
+        }
+    }
+}
