@@ -9,6 +9,9 @@
  *             must see version k. Their pages stay resident between rounds
  *             (no budget pressure), so only the sync's invalidation makes
  *             them fetch the new version. ROUNDS rounds.
+ *   budget    rounds with a budget of half the region: readers evict
+ *             (read-only regions drop pages by MADV_DONTNEED) and the
+ *             writer's evictions write back between syncs.
  *   refuse    2 ranks: a second writer gets NETVM_ERR_BUSY; another length
  *             NETVM_ERR_STATE; a reader's write is a SIGSEGV (in a forked
  *             child); the writer's unmap frees the name for another.
@@ -94,9 +97,11 @@ static void work_rounds(netvm_ctx_t *ctx, int rank)
     CHECK_OK(netvm_gmem_stats(g, &s));
     if (rank != 0) {
         /* every round's pages came from the servers again */
-        fprintf(stderr, "rank %d: %d rounds of %d pages, %llu fetched\n", rank, rounds, npages,
-                (unsigned long long)s.remote_fetches);
+        fprintf(stderr, "rank %d: %d rounds of %d pages, %llu fetched, %llu evicted\n", rank, rounds, npages,
+                (unsigned long long)s.remote_fetches, (unsigned long long)s.evictions);
         CHECK(s.remote_fetches >= (uint64_t)rounds * (uint64_t)npages);
+        if (getenv("NETVM_GMEM_BUDGET"))
+            CHECK(s.evictions > 0);
     }
     CHECK_OK(netvm_gmem_unmap(g));
     CHECK_OK(netvm_barrier(ctx));
@@ -234,6 +239,30 @@ static void set_servers(struct gs_server *srv, int n)
     CHECK(setenv("NETVM_GMEM_SERVERS", list, 1) == 0);
 }
 
+/* What `netvm stat --json ADDR` prints, in out. */
+static void tool_stat(const struct gs_server *srv, char *out, size_t cap)
+{
+    int fd[2];
+    CHECK(pipe(fd) == 0);
+    char *argv[] = { (char *)gs_netvm, "stat", "--json", (char *)srv->addr, NULL };
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    pid_t pid;
+    CHECK(posix_spawn(&pid, gs_netvm, &fa, NULL, argv, environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < cap && (k = read(fd[0], out + n, cap - 1 - n)) > 0)
+        n += (size_t)k;
+    out[n] = 0;
+    close(fd[0]);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* Both servers' named regions and their pages. */
 static void shared_state(netvm_ctx_t *ctx, struct gs_server *srv, uint64_t *regions, uint64_t *pages,
                          uint64_t *used)
@@ -263,7 +292,14 @@ static int drive(const char *c)
     netvm_ctx_t *ctx;
     CHECK_OK(netvm_init(&ctx, NULL));
     uint64_t regions, pages, used;
-    if (!strcmp(c, "rounds")) {
+    if (!strcmp(c, "rounds") || !strcmp(c, "budget")) {
+        /* budget: half the region resident at most, so readers evict
+         * (MADV_DONTNEED, pager.h) and the writer writes back between syncs */
+        if (!strcmp(c, "budget")) {
+            char b[32];
+            snprintf(b, sizeof b, "%d", npages / 2 * (int)GPAGE);
+            CHECK(setenv("NETVM_GMEM_BUDGET", b, 1) == 0);
+        }
         CHECK(job(3, "rounds") == 0);
         shared_state(ctx, srv, &regions, &pages, &used);
         CHECK(regions == 0 && used == 0);
@@ -279,9 +315,14 @@ static int drive(const char *c)
         fprintf(stderr, "gshared: after the writers: %llu records, %llu shared pages, %llu used\n",
                 (unsigned long long)regions, (unsigned long long)pages, (unsigned long long)used);
         CHECK(regions == 2 && pages == 2 * (uint64_t)npages && used == pages);
+        char out[4096];
+        tool_stat(&srv[0], out, sizeof out);
+        CHECK(strstr(out, "\"shared_regions\": 1,") != NULL);
         CHECK(job(1, "remove") == 0);
         shared_state(ctx, srv, &regions, &pages, &used);
         CHECK(regions == 0 && pages == 0 && used == 0);
+        tool_stat(&srv[0], out, sizeof out);
+        CHECK(strstr(out, "\"shared_regions\": 0,") && strstr(out, "\"used_pages\": 0,"));
     } else if (!strcmp(c, "mismatch")) {
         CHECK(job(1, "make") == 0);
         set_servers(srv, 1);
