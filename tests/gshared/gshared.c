@@ -297,6 +297,10 @@ static int drive(const char *c)
         /* budget: half the region resident at most, so readers evict
          * (MADV_DONTNEED, pager.h) and the writer writes back between syncs */
         if (!strcmp(c, "budget")) {
+            /* a budget under the pager's least (fault threads, read-ahead,
+             * an eviction batch: some 132 pages) is refused */
+            if (npages < 400)
+                npages = 400;
             char b[32];
             snprintf(b, sizeof b, "%d", npages / 2 * (int)GPAGE);
             CHECK(setenv("NETVM_GMEM_BUDGET", b, 1) == 0);
