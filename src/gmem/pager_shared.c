@@ -37,3 +37,13 @@ void nv_gm_invalidate(void *region, uint64_t first, uint64_t n)
         }
     }
 }
+
+void nv_gm_region_refetch(netvm_gmem_t *region, uint64_t first, uint64_t n)
+{
+    struct nv_gm_region *r = nv_gm_region_of(region);
+    nv_gm_invalidate(r, first, n);
+    /* MMB prefetches a block when it is mapped: read-ahead from its first
+     * page (the program's fault on that one fetches it) */
+    if (r->ra_window > 0 && n > 1 && first < r->npages)
+        nv_gm_readahead(r, first);
+}

@@ -91,7 +91,7 @@ enum {
      * must not use it and fetches it with GET (which follows a move). One
      * round trip for a read-ahead run instead of one per page. */
     NV_GM_GETN = 7,
-    /* args [shared id, npages, mode (NV_GM_SHARED_READ / _WRITE), placement hash, replicas];
+    /* args [shared id, npages, mode (NV_GM_SHARED_READ / _WRITE / _CACHE), placement hash, replicas];
      * payload: the name. Opens the named region for the calling client on
      * this server, making its record if none exists. The record keeps the
      * name, npages, the hash of the server set the opener places pages on
@@ -122,7 +122,12 @@ enum {
 
 enum { NV_GM_ROLE_CLIENT = 0, NV_GM_ROLE_SERVER = 1, NV_GM_ROLE_OBSERVER = 2 /* netvm stat: STAT only */ };
 enum { NV_GM_NOTICE_DRAIN = 1, NV_GM_NOTICE_INVALIDATE = 2 };
-enum { NV_GM_SHARED_READ = NETVM_GMEM_SHARED_READ, NV_GM_SHARED_WRITE = NETVM_GMEM_SHARED_WRITE };
+/* CACHE: a file cache's region (gfile.h): its pages never change once
+ * stored (its name is the file's content), so every opener may PUT them,
+ * none writes otherwise, nothing is invalidated, and one client may open
+ * it more than once (one CLOSE each). A name is a cache or not for good. */
+enum { NV_GM_SHARED_READ = NETVM_GMEM_SHARED_READ, NV_GM_SHARED_WRITE = NETVM_GMEM_SHARED_WRITE,
+       NV_GM_SHARED_CACHE = 3 };
 
 /* What NV_GM_STAT answers (and `netvm stat ADDRESS` prints). */
 struct nv_gm_stat {

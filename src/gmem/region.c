@@ -159,7 +159,8 @@ static netvm_status_t open_uffds(struct nv_gm_region *r)
 
 /* A private region (name NULL), or a shared one opened in mode. */
 static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts, const char *name,
-                                 int mode, netvm_gmem_t **region, void **addr)
+                                 int mode, nv_gm_store_opener opener, void *opener_arg, netvm_gmem_t **region,
+                                 void **addr)
 {
     if (!len || !region || !addr)
         return NETVM_ERR_INVAL;
@@ -169,15 +170,15 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
         return st;
     if (!o.local && !ctx)
         return NETVM_ERR_INVAL;
-    if (name && o.local) {
+    if ((name || opener) && o.local) {
         nv_error("gmem: shared region '%s': NETVM_GMEM_STORE=local keeps pages in this process; sharing needs "
-                 "memory servers", name);
+                 "memory servers", name ? name : "(a file cache)");
         return NETVM_ERR_UNSUPPORTED;
     }
     struct nv_gm_region *r = calloc(1, sizeof(struct netvm_gmem));
     if (!r)
         return NETVM_ERR_NOMEM;
-    r->read_only = name && mode == NETVM_GMEM_SHARED_READ;
+    r->read_only = (name && mode == NETVM_GMEM_SHARED_READ) || opener;
     if (r->read_only)
         o.write_policy = NETVM_GMEM_WRITE_BACK;   /* nothing is ever dirty */
     r->uffd = r->stage_fd = r->stop_fd = r->child_efd = -1;
@@ -237,7 +238,9 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
         /* the fault threads call netvm beside the program: through a
          * context that allows it (own_ctx.h) */
         netvm_ctx_t *own = nv_gmem_own_ctx(ctx, &st);
-        if (own && name)
+        if (own && opener)
+            st = opener(opener_arg, own, r->npages, opts, &r->store);
+        else if (own && name)
             st = nv_gstore_shared_open(own, name, r->npages, mode, opts, &r->store);   /* proto.h: same modes */
         else if (own)
             st = nv_gstore_remote_open(own, r->npages, opts, &r->store);
@@ -267,7 +270,7 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
         goto fail;
     }
     nv_gm_fork_track(r, 1);
-    if (r->read_only)
+    if (r->store->shared == NETVM_GMEM_SHARED_READ)   /* a cache's pages never change */
         nv_gstore_shared_hook(r->store, nv_gm_invalidate, r);
     nv_debug("gmem: region of %llu pages at %p, budget %llu pages, read-ahead %d, %d fault threads, %s store",
              (unsigned long long)r->npages, base, (unsigned long long)r->budget, r->ra_window, r->nthreads,
@@ -283,7 +286,7 @@ fail:
 netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts, netvm_gmem_t **region,
                               void **addr)
 {
-    return map_region(ctx, len, opts, NULL, 0, region, addr);
+    return map_region(ctx, len, opts, NULL, 0, NULL, NULL, region, addr);
 }
 
 netvm_status_t netvm_gmem_map_shared(netvm_ctx_t *ctx, const char *name, size_t len, int mode,
@@ -292,7 +295,13 @@ netvm_status_t netvm_gmem_map_shared(netvm_ctx_t *ctx, const char *name, size_t 
     if (!ctx || !name || !*name || strlen(name) > NETVM_GMEM_NAME_MAX ||
         (mode != NETVM_GMEM_SHARED_READ && mode != NETVM_GMEM_SHARED_WRITE))
         return NETVM_ERR_INVAL;
-    return map_region(ctx, len, opts, name, mode, region, addr);
+    return map_region(ctx, len, opts, name, mode, NULL, NULL, region, addr);
+}
+
+netvm_status_t nv_gm_region_map_with(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts,
+                                     nv_gm_store_opener opener, void *arg, netvm_gmem_t **region, void **addr)
+{
+    return map_region(ctx, len, opts, NULL, 0, opener, arg, region, addr);
 }
 
 netvm_status_t netvm_gmem_shared_remove(netvm_ctx_t *ctx, const char *name, const netvm_gmem_opts_t *opts)
@@ -316,7 +325,7 @@ netvm_status_t netvm_gmem_unmap(netvm_gmem_t *region)
         return NETVM_OK;
     }
     nv_gm_fork_track(r, 0);
-    if (r->read_only)   /* no invalidation may touch it from now on */
+    if (r->store->shared == NETVM_GMEM_SHARED_READ)   /* no invalidation may touch it from now on */
         nv_gstore_shared_hook(r->store, NULL, NULL);
     pthread_mutex_lock(&r->ev_lock);
     r->stopping = 1;

@@ -81,6 +81,7 @@ struct nv_gm_shared {
     uint64_t             id, npages, place_hash, replicas;
     char                 name[NV_GM_NAME_MAX + 1];
     int                  writer;                       /* peer, -1: none */
+    int                  cache;                        /* a file cache (NV_GM_SHARED_CACHE) */
     int                  peers[NV_GM_SHARED_PEERS];    /* every peer that has it open, the writer too */
     int                  npeers;
     struct nv_gm_client *pages;

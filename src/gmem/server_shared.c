@@ -47,7 +47,7 @@ netvm_status_t nv_gm_shared_caller(struct nv_gm_server *s, int peer, uint64_t id
     struct nv_gm_shared *r = find_locked(s, id);
     if (!r || !has_peer(r, peer))
         st = NETVM_ERR_KEY;
-    else if (write && r->writer != peer)
+    else if (write && r->writer != peer && !r->cache)
         st = NETVM_ERR_RIGHTS;
     else {
         *c = r->pages;
@@ -64,7 +64,8 @@ void nv_gm_shared_peer_down(struct nv_gm_server *s, int peer)
         if (has_peer(r, peer)) {
             if (r->writer == peer)
                 nv_info("memd: the writer of shared region '%s' left: the name is free for another", r->name);
-            drop_peer(r, peer);
+            while (has_peer(r, peer))   /* a cache may be open more than once */
+                drop_peer(r, peer);
         }
     pthread_mutex_unlock(&s->shared_lock);
 }
@@ -117,6 +118,7 @@ static netvm_status_t open_locked(struct nv_gm_server *s, const netvm_rpc_call_t
         r->replicas = replicas;
         memcpy(r->name, name, name_len);
         r->writer = -1;
+        r->cache = mode == NV_GM_SHARED_CACHE;
         r->pages = c;
         r->next = s->shared;
         s->shared = r;
@@ -124,15 +126,16 @@ static netvm_status_t open_locked(struct nv_gm_server *s, const netvm_rpc_call_t
                 (unsigned long long)replicas);
     } else if (strlen(r->name) != name_len || memcmp(r->name, name, name_len)) {
         return NETVM_ERR_EXISTS;   /* two names with one hash */
-    } else if (r->npages != npages || r->place_hash != hash || r->replicas != replicas) {
+    } else if (r->npages != npages || r->place_hash != hash || r->replicas != replicas ||
+               r->cache != (mode == NV_GM_SHARED_CACHE)) {
         nv_warn("memd: shared region '%s' opened with %llu pages, %llu replicas and server set %016llx, but it "
                 "has %llu pages, %llu replicas and server set %016llx: every sharer must name the same length, R and servers",
                 r->name, (unsigned long long)npages, (unsigned long long)replicas, (unsigned long long)hash,
                 (unsigned long long)r->npages, (unsigned long long)r->replicas, (unsigned long long)r->place_hash);
         return NETVM_ERR_STATE;
     }
-    if (has_peer(r, call->peer))
-        return NETVM_ERR_EXISTS;   /* a client maps a name once */
+    if (has_peer(r, call->peer) && !r->cache)
+        return NETVM_ERR_EXISTS;   /* a client maps a name once (a cache's pages never change: any times) */
     if (mode == NV_GM_SHARED_WRITE && r->writer >= 0)
         return NETVM_ERR_BUSY;
     if (r->npeers == (int)NV_GM_SHARED_PEERS)
@@ -149,7 +152,8 @@ static int proc_open(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
     struct nv_gm_server *s = arg;
     netvm_status_t st = client_caller(s, call);
     if (st == NETVM_OK && (call->nargs < 5 || !(call->args[0] & NV_GM_SHARED_BIT) || !call->args[1] ||
-                           (call->args[2] != NV_GM_SHARED_READ && call->args[2] != NV_GM_SHARED_WRITE) ||
+                           (call->args[2] != NV_GM_SHARED_READ && call->args[2] != NV_GM_SHARED_WRITE &&
+                            call->args[2] != NV_GM_SHARED_CACHE) ||
                            !call->len || call->len > NV_GM_NAME_MAX || memchr(call->payload, 0, call->len)))
         st = NETVM_ERR_INVAL;
     uint64_t held = 0;

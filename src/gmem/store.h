@@ -86,6 +86,29 @@ netvm_status_t nv_gstore_local_open(uint64_t npages, struct nv_gstore **s);
  * exists with another length, R or server set. */
 netvm_status_t nv_gstore_shared_open(netvm_ctx_t *ctx, const char *name, uint64_t npages, int mode,
                                      const netvm_gmem_opts_t *opts, struct nv_gstore **s);
+/* A read-only region over a store of the caller's (region.c): opener
+ * opens it on own, the context network memory uses. The file cache's
+ * mappings (gfile.c) are made so. */
+typedef netvm_status_t (*nv_gm_store_opener)(void *arg, netvm_ctx_t *own, uint64_t npages,
+                                             const netvm_gmem_opts_t *opts, struct nv_gstore **s);
+netvm_status_t nv_gm_region_map_with(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts,
+                                     nv_gm_store_opener opener, void *arg, netvm_gmem_t **region, void **addr);
+/* Pages [first, first + n) of such a region now show other data (a
+ * window moved): their local copies leave, and read-ahead starts at first
+ * (pager_shared.c). */
+void nv_gm_region_refetch(netvm_gmem_t *region, uint64_t first, uint64_t n);
+
+/* A file cache's store (store_gfile.c): a shared region in mode
+ * NV_GM_SHARED_CACHE whose pages missing from the servers are read from
+ * src's file (and stored for the next reader). */
+struct nv_gm_cache_src;
+netvm_status_t nv_gstore_cache_open(netvm_ctx_t *ctx, const char *name, uint64_t npages, int mode,
+                                    const struct nv_gm_cache_src *src, const netvm_gmem_opts_t *opts,
+                                    struct nv_gstore **s);
+/* Read pages [first, first + n) of a cache store's file into buf (n
+ * pages, the part past the end zeros) and store them on the servers
+ * without waiting. */
+netvm_status_t nv_gm_cache_fill(struct nv_gstore *s, uint64_t first, uint64_t n, void *buf);
 /* Where a reader's store drops pages a writer's sync invalidated: fn runs
  * in the progress engine, must not block, and must have taken the pages
  * out of the region when it returns. fn NULL: none (before the region is

@@ -49,8 +49,17 @@ static inline int nv_gm_e_holds(uint64_t e, unsigned idx)
 
 /* A shared region's store (store_shared.c): the pages a writer changed
  * since its last sync, and where its readers drop invalidated pages. */
+/* Where a file cache's missing pages come from (store_gfile.c). */
+struct nv_gm_cache_src {
+    int               fd;
+    uint64_t          size;            /* bytes; the last page is padded with zeros */
+    _Atomic uint64_t *file_reads;      /* pages read from the file (the file handle's counters) */
+    _Atomic uint64_t *file_bytes;
+};
+
 struct nv_gm_shared_store {
-    int                 mode;          /* NV_GM_SHARED_READ / _WRITE */
+    int                 mode;          /* NV_GM_SHARED_READ / _WRITE / _CACHE */
+    struct nv_gm_cache_src src;        /* a cache's file */
     char                name[NV_GM_NAME_MAX + 1];
     _Atomic uint64_t   *written;       /* writer: a bit per page, set when a store or discard is issued */
     nv_gstore_inval_fn  inval;         /* reader: the pager's, under g->lock */
@@ -85,6 +94,14 @@ netvm_status_t nv_gm_fetchn_nb(struct nv_gstore *s, uint64_t first, uint64_t n, 
                                nv_gstore_ndone_fn done, void *arg);
 netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
                               nv_gstore_done_fn done, void *arg);
+
+/* The shared store's operations that a file cache's store reuses. */
+int            nv_gm_sh_has(struct nv_gstore *s, uint64_t page);
+netvm_status_t nv_gm_sh_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
+                                 nv_gstore_done_fn done, void *arg);
+void           nv_gm_sh_discard(struct nv_gstore *s, uint64_t first, uint64_t n);
+void           nv_gm_sh_close(struct nv_gstore *s);
+extern const struct nv_gstore_ops nv_gm_cache_ops;   /* store_gfile.c */
 
 /* A shared region's id: a hash of its name with NV_GM_SHARED_BIT. */
 uint64_t nv_gm_shared_id(const char *name);

@@ -279,7 +279,10 @@ static int getn_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
         __atomic_fetch_add(&op->r->base.remote_fetches, k, __ATOMIC_RELAXED);
         atomic_fetch_or_explicit(&op->got, held << (p->first - op->first), memory_order_acq_rel);
     }
-    fetch_rest(p, held);
+    /* a file cache's page the holder lacks is not cached: the caller reads
+     * the file rather than ask every replica (store_gfile.c) */
+    if (st != NETVM_OK || !op->r->shared || op->r->shared->mode != NV_GM_SHARED_CACHE)
+        fetch_rest(p, held);
     free(p);
     fetchn_part_done(op);
     return NETVM_RPC_DONE;

@@ -68,18 +68,20 @@ static void mark(struct nv_gstore_remote *r, uint64_t first, uint64_t n)
         atomic_fetch_or_explicit(&r->shared->written[p / 64], 1ull << (p % 64), memory_order_relaxed);
 }
 
-static netvm_status_t sh_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
+netvm_status_t nv_gm_sh_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
                                   nv_gstore_done_fn done, void *arg)
 {
     struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
-    if (r->shared->mode != NV_GM_SHARED_WRITE)
+    if (r->shared->mode == NV_GM_SHARED_READ)
         return NETVM_ERR_RIGHTS;   /* a reader's pages are never dirty: its mapping is read-only */
-    /* marked when issued: sync writes back and waits before it collects */
-    mark(r, page, n);
+    /* marked when issued: sync writes back and waits before it collects
+     * (a cache's pages never change: nothing to tell) */
+    if (r->shared->mode == NV_GM_SHARED_WRITE)
+        mark(r, page, n);
     return nv_gm_store_nb(s, page, n, buf, done, arg);
 }
 
-static void sh_discard(struct nv_gstore *s, uint64_t first, uint64_t n)
+void nv_gm_sh_discard(struct nv_gstore *s, uint64_t first, uint64_t n)
 {
     struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
     /* a reader's discard leaves the servers' pages alone: its next access
@@ -90,7 +92,7 @@ static void sh_discard(struct nv_gstore *s, uint64_t first, uint64_t n)
     nv_gm_discard(s, first, n);
 }
 
-static int sh_has(struct nv_gstore *s, uint64_t page) { return nv_gm_has(s, page); }
+int nv_gm_sh_has(struct nv_gstore *s, uint64_t page) { return nv_gm_has(s, page); }
 
 /* Tell every server this client no longer maps the name. */
 static void close_at(struct nv_gstore_remote *r, int upto)
@@ -106,7 +108,7 @@ static void close_at(struct nv_gstore_remote *r, int upto)
     }
 }
 
-static void sh_close(struct nv_gstore *s)
+void nv_gm_sh_close(struct nv_gstore *s)
 {
     struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
     struct nv_gm_servers *g = r->g;
@@ -128,14 +130,14 @@ static void sh_close(struct nv_gstore *s)
 }
 
 static const struct nv_gstore_ops shared_ops = {
-    .has = sh_has,
+    .has = nv_gm_sh_has,
     .fetch = nv_gm_fetch,
     .fetch_nb = nv_gm_fetch_nb,
     .fetchn_nb = nv_gm_fetchn_nb,
-    .store_nb = sh_store_nb,
-    .discard = sh_discard,
+    .store_nb = nv_gm_sh_store_nb,
+    .discard = nv_gm_sh_discard,
     .health = nv_gm_health,
-    .close = sh_close,
+    .close = nv_gm_sh_close,
 };
 
 static netvm_status_t open_everywhere(struct nv_gstore_remote *r, uint64_t hash)
@@ -168,9 +170,17 @@ static netvm_status_t open_everywhere(struct nv_gstore_remote *r, uint64_t hash)
 netvm_status_t nv_gstore_shared_open(netvm_ctx_t *ctx, const char *name, uint64_t npages, int mode,
                                      const netvm_gmem_opts_t *opts, struct nv_gstore **sp)
 {
+    return nv_gstore_cache_open(ctx, name, npages, mode, NULL, opts, sp);
+}
+
+netvm_status_t nv_gstore_cache_open(netvm_ctx_t *ctx, const char *name, uint64_t npages, int mode,
+                                    const struct nv_gm_cache_src *src, const netvm_gmem_opts_t *opts,
+                                    struct nv_gstore **sp)
+{
     *sp = NULL;
     if (!ctx || !npages || !name || !*name || strlen(name) > NV_GM_NAME_MAX ||
-        (mode != NV_GM_SHARED_READ && mode != NV_GM_SHARED_WRITE))
+        (mode != NV_GM_SHARED_READ && mode != NV_GM_SHARED_WRITE && mode != NV_GM_SHARED_CACHE) ||
+        (mode == NV_GM_SHARED_CACHE) != (src != NULL))
         return NETVM_ERR_INVAL;
     netvm_status_t st;
     struct nv_gm_servers *g = nv_gm_servers_get(ctx, opts, &st);
@@ -190,8 +200,10 @@ netvm_status_t nv_gstore_shared_open(netvm_ctx_t *ctx, const char *name, uint64_
         return NETVM_ERR_NOMEM;
     }
     sh->mode = mode;
+    if (src)
+        sh->src = *src;
     strcpy(sh->name, name);
-    r->base.ops = &shared_ops;
+    r->base.ops = src ? &nv_gm_cache_ops : &shared_ops;
     r->base.shared = mode;
     r->g = g;
     r->shared = sh;
