@@ -111,46 +111,74 @@ netvm_status_t netvm_gfile_size(const netvm_gfile_t *f, uint64_t *size)
 
 /* --- pread ----------------------------------------------------------------- */
 
+/* A pread keeps this many GETN runs of NV_GSTORE_FETCHN_MAX blocks in
+ * flight (1 MiB), so the servers' replies stream rather than wait on one
+ * round trip each. */
+#define NV_GFILE_RUNS 4
+
 struct run_wait {
     pthread_mutex_t lock;
     pthread_cond_t  cond;
-    int             done;
-    uint64_t        got;
+    int             pending;
+    uint64_t        got[NV_GFILE_RUNS];
+};
+
+struct run_arg {
+    struct run_wait *w;
+    int              i;
 };
 
 static void run_done(void *arg, uint64_t got)
 {
-    struct run_wait *w = arg;
+    struct run_arg *a = arg;
+    struct run_wait *w = a->w;
     pthread_mutex_lock(&w->lock);
-    w->got = got;
-    w->done = 1;
-    pthread_cond_signal(&w->cond);
+    w->got[a->i] = got;
+    if (--w->pending == 0)
+        pthread_cond_signal(&w->cond);
     pthread_mutex_unlock(&w->lock);
 }
 
-/* Blocks [first, first + n) into buf: one GETN run from the servers, the
- * blocks they lack from the file (stored for the next reader). */
-static netvm_status_t read_run(netvm_gfile_t *f, uint64_t first, uint64_t n, unsigned char *buf)
+/* Blocks [first, first + n) into buf (n <= NV_GFILE_RUNS runs): GETN runs
+ * from the servers, all in flight at once, then the blocks they lack from
+ * the file (stored for the next reader). */
+static netvm_status_t read_runs(netvm_gfile_t *f, uint64_t first, uint64_t n, unsigned char *buf)
 {
-    struct run_wait w = { .done = 0, .got = 0 };
+    const uint64_t run = NV_GSTORE_FETCHN_MAX;
+    struct run_wait w = { .pending = 0 };
+    struct run_arg args[NV_GFILE_RUNS];
     pthread_mutex_init(&w.lock, NULL);
     pthread_cond_init(&w.cond, NULL);
-    if (f->store->ops->fetchn_nb(f->store, first, n, buf, run_done, &w) == NETVM_OK) {
-        pthread_mutex_lock(&w.lock);
-        while (!w.done)
-            pthread_cond_wait(&w.cond, &w.lock);
-        pthread_mutex_unlock(&w.lock);
+    int nruns = (int)((n + run - 1) / run);
+    pthread_mutex_lock(&w.lock);
+    w.pending = nruns;
+    pthread_mutex_unlock(&w.lock);
+    for (int i = 0; i < nruns; i++) {
+        uint64_t k = n - (uint64_t)i * run < run ? n - (uint64_t)i * run : run;
+        args[i] = (struct run_arg){ &w, i };
+        w.got[i] = 0;
+        if (f->store->ops->fetchn_nb(f->store, first + (uint64_t)i * run, k, buf + (uint64_t)i * run * NV_GM_PAGE,
+                                     run_done, &args[i]) != NETVM_OK) {
+            pthread_mutex_lock(&w.lock);
+            w.pending--;   /* nothing started: all of it from the file */
+            pthread_mutex_unlock(&w.lock);
+        }
     }
+    pthread_mutex_lock(&w.lock);
+    while (w.pending)
+        pthread_cond_wait(&w.cond, &w.lock);
+    pthread_mutex_unlock(&w.lock);
     pthread_mutex_destroy(&w.lock);
     pthread_cond_destroy(&w.cond);
-    atomic_fetch_add_explicit(&f->cache_blocks, (uint64_t)__builtin_popcountll(w.got), memory_order_relaxed);
     for (uint64_t i = 0; i < n;) {
-        if (w.got >> i & 1) {
+        uint64_t got = w.got[i / run];
+        if (got >> (i % run) & 1) {
+            atomic_fetch_add_explicit(&f->cache_blocks, 1, memory_order_relaxed);
             i++;
             continue;
         }
         uint64_t j = i;
-        while (j < n && !(w.got >> j & 1))
+        while (j < n && !(w.got[j / run] >> (j % run) & 1))
             j++;
         netvm_status_t st = nv_gm_cache_fill(f->store, first + i, j - i, buf + i * NV_GM_PAGE);
         if (st != NETVM_OK)
@@ -169,7 +197,7 @@ netvm_status_t netvm_gfile_pread(netvm_gfile_t *f, void *buf, size_t len, uint64
         return NETVM_OK;
     if (len > f->size - off)
         len = (size_t)(f->size - off);
-    const uint64_t maxrun = NV_GSTORE_FETCHN_MAX;
+    const uint64_t maxrun = NV_GSTORE_FETCHN_MAX * NV_GFILE_RUNS;
     uint64_t first = off / NV_GM_PAGE, last = (off + len - 1) / NV_GM_PAGE;
     uint64_t span = last - first + 1;
     unsigned char *tmp = malloc((size_t)((span < maxrun ? span : maxrun) * NV_GM_PAGE));
@@ -177,9 +205,9 @@ netvm_status_t netvm_gfile_pread(netvm_gfile_t *f, void *buf, size_t len, uint64
         return NETVM_ERR_NOMEM;
     netvm_status_t st = NETVM_OK;
     size_t done = 0;
-    for (uint64_t p = first; p <= last && st == NETVM_OK;) {
+    for (uint64_t p = first; p <= last;) {
         uint64_t n = last - p + 1 < maxrun ? last - p + 1 : maxrun;
-        st = read_run(f, p, n, tmp);
+        st = read_runs(f, p, n, tmp);
         if (st != NETVM_OK)
             break;
         uint64_t from = off + done, to = (p + n) * NV_GM_PAGE;

@@ -42,15 +42,26 @@ netvm_status_t nv_gm_cache_fill(struct nv_gstore *s, uint64_t first, uint64_t n,
     memset((char *)buf + got, 0, (size_t)(n * NV_GM_PAGE) - got);
     atomic_fetch_add_explicit(src->file_reads, n, memory_order_relaxed);
     atomic_fetch_add_explicit(src->file_bytes, got, memory_order_relaxed);
-    /* for the next reader: a copy each PUT (the caller keeps buf) */
-    for (uint64_t i = 0; i < n; i += NV_GM_PUT_MAX) {
-        uint64_t k = n - i < NV_GM_PUT_MAX ? n - i : NV_GM_PUT_MAX;
+    /* for the next reader: a copy each PUT (the caller keeps buf). Not a
+     * page whose store is under way here: a second store of it would
+     * bump its generation, and the first, seeing it, would free the
+     * copies both made (store_remote_put.c) */
+    for (uint64_t i = 0; i < n;) {
+        if (atomic_load_explicit(&r->dir[first + i], memory_order_acquire) & NV_GM_E_W) {
+            i++;
+            continue;
+        }
+        uint64_t k = 1;
+        while (i + k < n && k < NV_GM_PUT_MAX &&
+               !(atomic_load_explicit(&r->dir[first + i + k], memory_order_acquire) & NV_GM_E_W))
+            k++;
         void *part = malloc((size_t)(k * NV_GM_PAGE));
         if (!part)
             break;
         memcpy(part, (char *)buf + i * NV_GM_PAGE, (size_t)(k * NV_GM_PAGE));
         if (nv_gm_sh_store_nb(s, first + i, k, part, stored, part) != NETVM_OK)
             free(part);
+        i += k;
     }
     return NETVM_OK;
 }

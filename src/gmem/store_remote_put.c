@@ -211,7 +211,9 @@ netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, co
         uint64_t ext = first_ext + (uint64_t)ci, lo = ext * NV_GM_EXTENT, hi = lo + NV_GM_EXTENT;
         c->first = lo > page ? lo : page;
         c->n = (hi < page + n ? hi : page + n) - c->first;
-        c->norder = nv_gm_place(r->g, r->region, ext, c->order, NV_GM_MAX_SERVERS);
+        /* a shared region's pages are placed by its id: every sharer's
+         * directory computes the same holders (store_shared.c) */
+        c->norder = nv_gm_place(r->g, r->shared ? r->owner : r->region, ext, c->order, NV_GM_MAX_SERVERS);
     }
     /* every copy is counted in pending before the first is sent, since a
      * fast answer may settle the op while we still issue */

@@ -1,7 +1,7 @@
 /* The file cache, multi-process through the launcher.
  *
  *   gfile drive NETVM CASE PAGES
- * starts two memory servers, writes files of 1 byte, 3 pages + 123 bytes
+ * starts three memory servers (R = 2), writes files of 1 byte, 3 pages + 123 bytes
  * and PAGES pages + 7 bytes under /tmp, and runs jobs of `gfile work CASE`:
  *
  *   shared   2 ranks: rank 0 reads each file through pread (reads of odd
@@ -259,11 +259,11 @@ static int job(int n, const char *c)
 static int drive(const char *c)
 {
     gs_write_cred();
-    struct gs_server srv[2];
-    for (int i = 0; i < 2; i++)
+    struct gs_server srv[3];
+    for (int i = 0; i < 3; i++)
         gs_start(&srv[i], "32M", "2000");
     char list[256];
-    snprintf(list, sizeof list, "%s,%s", srv[0].addr, srv[1].addr);
+    snprintf(list, sizeof list, "%s,%s,%s", srv[0].addr, srv[1].addr, srv[2].addr);
     CHECK(setenv("NETVM_GMEM_SERVERS", list, 1) == 0);
     CHECK(setenv("NETVM_GMEM_CREDENTIAL_FILE", gs_cred_path, 1) == 0);
     CHECK(setenv("NETVM_GMEM_TIMEOUT", "30000", 1) == 0);
@@ -277,14 +277,14 @@ static int drive(const char *c)
     netvm_ctx_t *ctx;
     CHECK_OK(netvm_init(&ctx, NULL));
     uint64_t used = 0, regions = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         struct nv_gm_stat st;
         gs_stat(ctx, &srv[i], &st);
         used += st.used_pages;
         regions += st.shared_regions;
     }
     CHECK_OK(netvm_finalize(ctx));
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         gs_stop(&srv[i]);
     for (int i = 0; i < NFILES; i++) {
         char p[512];
@@ -295,7 +295,7 @@ static int drive(const char *c)
     unlink(gs_cred_path);
     CHECK(rc == 0);
     if (!strcmp(c, "changed"))
-        CHECK(regions == 2 * NFILES);   /* the old contents' caches (a record on each server) stay */
+        CHECK(regions == 3 * NFILES);   /* the old contents' caches (a record on each server) stay */
     else
         CHECK(used == 0 && regions == 0);   /* the removes emptied the servers */
     printf("gfile %s: ok\n", c);

@@ -1,7 +1,9 @@
 /* Shared regions, multi-process through the launcher.
  *
  *   gshared drive NETVM CASE ROUNDS PAGES
- * starts two memory servers, points NETVM_GMEM_SERVERS at them and runs
+ * starts four memory servers (R = 2: placement decides which two hold a
+ * page, two sets that may not meet, and every sharer must compute the same), points NETVM_GMEM_SERVERS
+ * at them and runs
  * jobs of `gshared work CASE ...` with `netvm run`:
  *
  *   rounds    3 ranks: rank 0 writes every page, version k, and syncs;
@@ -38,6 +40,7 @@
 #include <unistd.h>
 
 #define NAME "gshared-test-region"
+#define NSRV 4
 
 static int rounds, npages;
 
@@ -264,12 +267,12 @@ static void tool_stat(const struct gs_server *srv, char *out, size_t cap)
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-/* Both servers' named regions and their pages. */
+/* The servers' named-region records (one per server per name) and pages. */
 static void shared_state(netvm_ctx_t *ctx, struct gs_server *srv, uint64_t *regions, uint64_t *pages,
                          uint64_t *used)
 {
     *regions = *pages = *used = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NSRV; i++) {
         struct nv_gm_stat st;
         gs_stat(ctx, &srv[i], &st);
         CHECK(st.version == NV_GM_VERSION);
@@ -282,10 +285,10 @@ static void shared_state(netvm_ctx_t *ctx, struct gs_server *srv, uint64_t *regi
 static int drive(const char *c)
 {
     gs_write_cred();
-    struct gs_server srv[2];
-    for (int i = 0; i < 2; i++)
+    struct gs_server srv[NSRV];
+    for (int i = 0; i < NSRV; i++)
         gs_start(&srv[i], "32M", "2000");
-    set_servers(srv, 2);
+    set_servers(srv, NSRV);
     CHECK(setenv("NETVM_GMEM_CREDENTIAL_FILE", gs_cred_path, 1) == 0);
     /* a server slow to answer on a busy machine is not what this tests */
     CHECK(setenv("NETVM_GMEM_TIMEOUT", "30000", 1) == 0);
@@ -315,11 +318,11 @@ static int drive(const char *c)
     } else if (!strcmp(c, "dead")) {
         CHECK(job(1, "deadwriter") != 0);
         CHECK(job(1, "rewrite") == 0);
-        /* nobody maps it: its pages stay, R = 2 copies of each */
+        /* nobody maps it: its pages stay, R = 2 copies of each, a record on every server */
         shared_state(ctx, srv, &regions, &pages, &used);
         fprintf(stderr, "gshared: after the writers: %llu records, %llu shared pages, %llu used\n",
                 (unsigned long long)regions, (unsigned long long)pages, (unsigned long long)used);
-        CHECK(regions == 2 && pages == 2 * (uint64_t)npages && used == pages);
+        CHECK(regions == NSRV && pages == 2 * (uint64_t)npages && used == pages);
         char out[4096];
         tool_stat(&srv[0], out, sizeof out);
         CHECK(strstr(out, "\"shared_regions\": 1,") != NULL);
@@ -332,7 +335,7 @@ static int drive(const char *c)
         CHECK(job(1, "make") == 0);
         set_servers(srv, 1);
         CHECK(job(1, "mismatch") == 0);
-        set_servers(srv, 2);
+        set_servers(srv, NSRV);
         CHECK(job(1, "read3") == 0);
         CHECK(job(1, "remove") == 0);
         shared_state(ctx, srv, &regions, &pages, &used);
@@ -342,7 +345,7 @@ static int drive(const char *c)
         return 2;
     }
     CHECK_OK(netvm_finalize(ctx));
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < NSRV; i++)
         gs_stop(&srv[i]);
     unlink(gs_cred_path);
     printf("gshared %s: ok\n", c);
