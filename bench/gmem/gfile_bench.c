@@ -218,6 +218,9 @@ int main(int argc, char **argv)
     close(fd);
     free(chunk);
 
+    /* a server slow to answer on a loaded machine is not what this
+     * measures: no suspicion before 30 s (as the tests) */
+    setenv("NETVM_GMEM_TIMEOUT", "30000", 0);
     netvm_ctx_t *ctx;
     netvm_status_t st = netvm_init(&ctx, NULL);
     if (st != NETVM_OK)

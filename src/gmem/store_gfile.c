@@ -11,12 +11,26 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+/* Pages a cache's fills may have on their way to the servers: a cold
+ * read issues stores faster than the servers take them, and without a
+ * bound they would queue until they time out (and the servers be
+ * suspected). 8 MiB. */
+#define NV_GM_FILL_MAX 2048u
+
+struct fill {
+    struct nv_gm_shared_store *sh;
+    uint64_t n;
+};
 
 static void stored(void *arg, netvm_status_t st)
 {
     (void)st;   /* not stored: the next reader reads the file again */
-    free(arg);
+    struct fill *f = arg;
+    atomic_fetch_sub_explicit(&f->sh->filling, f->n, memory_order_release);
+    free(f);
 }
 
 netvm_status_t nv_gm_cache_fill(struct nv_gstore *s, uint64_t first, uint64_t n, void *buf)
@@ -55,12 +69,23 @@ netvm_status_t nv_gm_cache_fill(struct nv_gstore *s, uint64_t first, uint64_t n,
         while (i + k < n && k < NV_GM_PUT_MAX &&
                !(atomic_load_explicit(&r->dir[first + i + k], memory_order_acquire) & NV_GM_E_W))
             k++;
-        void *part = malloc((size_t)(k * NV_GM_PAGE));
+        /* wait for room: every store ends (stored, refused or timed out) */
+        while (atomic_load_explicit(&r->shared->filling, memory_order_acquire) + k > NV_GM_FILL_MAX &&
+               atomic_load_explicit(&r->shared->filling, memory_order_acquire) > 0) {
+            struct timespec t = { 0, 100000 };
+            nanosleep(&t, NULL);
+        }
+        struct fill *part = malloc(sizeof *part + (size_t)(k * NV_GM_PAGE));
         if (!part)
             break;
-        memcpy(part, (char *)buf + i * NV_GM_PAGE, (size_t)(k * NV_GM_PAGE));
-        if (nv_gm_sh_store_nb(s, first + i, k, part, stored, part) != NETVM_OK)
+        part->sh = r->shared;
+        part->n = k;
+        memcpy(part + 1, (char *)buf + i * NV_GM_PAGE, (size_t)(k * NV_GM_PAGE));
+        atomic_fetch_add_explicit(&r->shared->filling, k, memory_order_relaxed);
+        if (nv_gm_sh_store_nb(s, first + i, k, part + 1, stored, part) != NETVM_OK) {
+            atomic_fetch_sub_explicit(&r->shared->filling, k, memory_order_relaxed);
             free(part);
+        }
         i += k;
     }
     return NETVM_OK;

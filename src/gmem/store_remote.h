@@ -60,6 +60,7 @@ struct nv_gm_cache_src {
 struct nv_gm_shared_store {
     int                 mode;          /* NV_GM_SHARED_READ / _WRITE / _CACHE */
     struct nv_gm_cache_src src;        /* a cache's file */
+    _Atomic uint64_t    filling;       /* a cache's pages being stored (store_gfile.c) */
     char                name[NV_GM_NAME_MAX + 1];
     _Atomic uint64_t   *written;       /* writer: a bit per page, set when a store or discard is issued */
     nv_gstore_inval_fn  inval;         /* reader: the pager's, under g->lock */

@@ -19,6 +19,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static uint64_t mix64(uint64_t x)
 {
@@ -112,6 +113,12 @@ void nv_gm_sh_close(struct nv_gstore *s)
 {
     struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
     struct nv_gm_servers *g = r->g;
+    /* a cache's fills complete on their own (store_gfile.c) and use the
+     * directory until then: each ends (stored, refused or timed out) */
+    while (atomic_load_explicit(&r->shared->filling, memory_order_acquire)) {
+        struct timespec t = { 0, 100000 };
+        nanosleep(&t, NULL);
+    }
     pthread_mutex_lock(&g->lock);
     for (struct nv_gstore_remote **l = &g->shared; *l; l = &(*l)->shared->next)
         if (*l == r) {
