@@ -111,6 +111,12 @@ struct nv_gm_server {
     struct { char addr[64]; int peer; } dests[16];   /* destinations connected (move_lock) */
     int                 ndests;
 
+    /* GETN's reply buffer (NV_GM_GETN_MAX pages), kept: one malloc'd per
+     * call came back from the kernel as fresh pages to fault and zero each
+     * time. Taken with trylock; a call that finds it busy mallocs. */
+    pthread_mutex_t     getn_lock;
+    uint8_t            *getn_buf;
+
     _Atomic int         stopped, draining;
     uint64_t            drain_deadline_ns;
 
