@@ -24,6 +24,7 @@ static void *srv_create(netvm_ctx_t *ctx)
     pthread_mutex_init(&s->shared_lock, NULL);
     pthread_mutex_init(&s->move_lock, NULL);
     pthread_cond_init(&s->move_cond, NULL);
+    pthread_mutex_init(&s->getn_lock, NULL);
     return s;
 }
 
@@ -41,6 +42,7 @@ static void srv_destroy(netvm_ctx_t *ctx, void *state)
         free(c);
     }
     memset(s->cred_buf, 0, sizeof s->cred_buf);
+    free(s->getn_buf);
     free(s);
 }
 

@@ -129,6 +129,12 @@ struct nv_gm_server {
     pthread_mutex_t     shared_lock;   /* the named regions' records */
     struct nv_gm_shared *shared;
 
+    /* GETN's reply buffer (NV_GM_GETN_MAX pages), kept: one malloc'd per
+     * call came back from the kernel as fresh pages to fault and zero each
+     * time. Taken with trylock; a call that finds it busy mallocs. */
+    pthread_mutex_t     getn_lock;
+    uint8_t            *getn_buf;
+
     _Atomic int         stopped, draining;
     uint64_t            drain_deadline_ns;
 

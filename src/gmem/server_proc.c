@@ -232,13 +232,22 @@ static int proc_getn(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
     netvm_status_t st = page_caller(s, call, call->args[0], 0, 0, &b, &c, &bound);
     if (st != NETVM_OK)
         return refuse(s, ctx, call, st);
-    uint8_t *out = malloc(n * NV_GM_PAGE);
-    if (!out)
+    int mine = pthread_mutex_trylock(&s->getn_lock) == 0;
+    if (mine && !s->getn_buf)
+        s->getn_buf = malloc((size_t)NV_GM_GETN_MAX * NV_GM_PAGE);
+    uint8_t *out = mine && s->getn_buf ? s->getn_buf : malloc(n * NV_GM_PAGE);
+    if (!out) {
+        if (mine)
+            pthread_mutex_unlock(&s->getn_lock);
         return refuse(s, ctx, call, NETVM_ERR_NOMEM);
+    }
     uint64_t held = getn_copy(s, call->args, n, out);
     uint64_t a[1] = { held };
-    netvm_rpc_reply(ctx, &call->token, NETVM_OK, a, 1, out, n * NV_GM_PAGE);
-    free(out);   /* the reply copied it (NV_AMS_COPY) */
+    netvm_rpc_reply(ctx, &call->token, NETVM_OK, a, 1, out, n * NV_GM_PAGE);   /* copies it (NV_AMS_COPY) */
+    if (out != s->getn_buf)
+        free(out);
+    if (mine)
+        pthread_mutex_unlock(&s->getn_lock);
     count(&s->gets, 1);
     count(&s->bytes_out, (uint64_t)__builtin_popcountll(held) * NV_GM_PAGE);
     return NETVM_RPC_DONE;
