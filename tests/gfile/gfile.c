@@ -15,6 +15,10 @@
  *            cache stays on the servers under the old content's name).
  *   windows  mapped blocks: 2 windows of 4 pages moved over the file by
  *            odd steps (and past its end) show exactly its bytes.
+ *   mount    `netvm gfile mount` (FUSE): unmodified reads (cmp(1), read(2)
+ *            and mmap(2) by this driver) see the files' bytes; a job then
+ *            reads them through the API without reading the files: the
+ *            mount's reads cached every block.
  * Every case removes the caches at the end and the servers are then empty.
  */
 #define _GNU_SOURCE
@@ -26,6 +30,8 @@
 
 #include <netvm/gfile.h>
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +226,14 @@ static void work_windows(netvm_ctx_t *ctx)
     CHECK_OK(netvm_gfile_remove(ctx, p, NULL));
 }
 
+/* Every block is in the cache already (the mount read them). */
+static void work_cached(netvm_ctx_t *ctx)
+{
+    for (int i = 0; i < NFILES; i++)
+        CHECK(read_all(ctx, i, 1) == 0);
+    remove_all(ctx);
+}
+
 static int work(const char *c)
 {
     netvm_ctx_t *ctx;
@@ -231,6 +245,8 @@ static int work(const char *c)
         work_changed(ctx);
     else if (!strcmp(c, "windows"))
         work_windows(ctx);
+    else if (!strcmp(c, "cached"))
+        work_cached(ctx);
     else
         return 2;
     CHECK_OK(netvm_finalize(ctx));
@@ -256,6 +272,67 @@ static int job(int n, const char *c)
     return rc;
 }
 
+static int run_wait(char *const argv[])
+{
+    pid_t pid;
+    CHECK(posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ) == 0);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The files through `netvm gfile mount`, by programs that know nothing of
+ * netvm; then a job finds every block cached. */
+static int drive_mount(const char *dir)
+{
+    char mnt[600];
+    snprintf(mnt, sizeof mnt, "%s/mnt", dir);
+    char src[600];
+    snprintf(src, sizeof src, "%s", dir);
+    CHECK(mkdir(mnt, 0700) == 0);
+    char *argv[] = { (char *)gs_netvm, "gfile", "mount", mnt, src, "--foreground", NULL };
+    pid_t pid;
+    CHECK(posix_spawn(&pid, gs_netvm, NULL, NULL, argv, environ) == 0);
+    char p[700];
+    snprintf(p, sizeof p, "%s/f%d", mnt, NFILES - 1);
+    struct stat st;
+    int up = 0;
+    for (int i = 0; i < 3000 && !up; i++) {   /* mounted when the file shows */
+        up = stat(p, &st) == 0 && (size_t)st.st_size == file_size(NFILES - 1);
+        if (!up)
+            usleep(10000);
+    }
+    CHECK(up);
+    for (int i = 0; i < NFILES; i++) {
+        char a[700], b[700];
+        file_path(i, a, sizeof a);
+        snprintf(b, sizeof b, "%s/f%d", mnt, i);
+        char *cmp[] = { "cmp", a, b, NULL };
+        CHECK(run_wait(cmp) == 0);
+        /* read(2) in odd sizes and mmap(2) */
+        size_t n = file_size(i);
+        unsigned char *buf = malloc(n + 1);
+        int fd = open(b, O_RDONLY);
+        CHECK(fd >= 0 && buf);
+        size_t got = 0;
+        ssize_t k;
+        while ((k = read(fd, buf + got, got + 777 < n + 1 ? 777 : n + 1 - got)) > 0)
+            got += (size_t)k;
+        CHECK(got == n && same(i, buf, 0, n, 1));
+        unsigned char *m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+        CHECK(m != MAP_FAILED && same(i, m, 0, n, 1));
+        munmap(m, n);
+        close(fd);
+        free(buf);
+    }
+    char *umount[] = { "fusermount3", "-u", mnt, NULL };
+    CHECK(run_wait(umount) == 0);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    rmdir(mnt);
+    return job(1, "cached");
+}
+
 static int drive(const char *c)
 {
     gs_write_cred();
@@ -273,7 +350,7 @@ static int drive(const char *c)
     CHECK(setenv(dir_env, dir, 1) == 0);
     for (int i = 0; i < NFILES; i++)
         write_file(i, 1);
-    int rc = job(!strcmp(c, "shared") ? 2 : 1, c);
+    int rc = !strcmp(c, "mount") ? drive_mount(dir) : job(!strcmp(c, "shared") ? 2 : 1, c);
     netvm_ctx_t *ctx;
     CHECK_OK(netvm_init(&ctx, NULL));
     uint64_t used = 0, regions = 0;
