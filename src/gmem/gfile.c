@@ -1,8 +1,8 @@
 /* The file cache's API (include/netvm/gfile.h): a file handle over a
- * cache store (store_gfile.c), pread by runs of blocks, the whole-file
- * mapping and the mapped-block windows, both read-only pager regions. */
+ * cache store (store_gfile.c), pread by runs of blocks and the whole-file
+ * mapping (a read-only pager region); the windows are gfile_win.c's. */
+#include "gmem/gfile_int.h"
 #include "gmem/own_ctx.h"
-#include "gmem/store_remote.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -14,20 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-struct netvm_gfile {
-    netvm_ctx_t      *ctx, *own;
-    int               fd;
-    uint64_t          size, npages;
-    char              name[NV_GM_NAME_MAX + 1];
-    netvm_gmem_opts_t opts;
-    int               has_opts;
-    struct nv_gstore *store;         /* pread's (NULL for an empty file) */
-    _Atomic uint64_t  file_reads, file_bytes, cache_blocks;
-    pthread_mutex_t   lock;          /* map, windows */
-    netvm_gmem_t     *map;
-    void             *map_addr;
-    netvm_gfile_win_t *wins;
-};
 
 /* The cache's name: the file's identity and every time that changes with
  * its content, so a changed file is another cache. */
@@ -54,13 +40,13 @@ static netvm_status_t stat_path(const char *path, int *fdp, struct stat *st)
     return NETVM_OK;
 }
 
-static const netvm_gmem_opts_t *opts_of(const netvm_gfile_t *f) { return f->has_opts ? &f->opts : NULL; }
+const netvm_gmem_opts_t *nv_gfile_opts(const netvm_gfile_t *f) { return f->has_opts ? &f->opts : NULL; }
 
-static netvm_status_t open_store(netvm_gfile_t *f, netvm_ctx_t *own, struct nv_gstore **s)
+netvm_status_t nv_gfile_open_store(netvm_gfile_t *f, netvm_ctx_t *own, struct nv_gstore **s)
 {
     struct nv_gm_cache_src src = { .fd = f->fd, .size = f->size, .file_reads = &f->file_reads,
                                    .file_bytes = &f->file_bytes };
-    return nv_gstore_cache_open(own, f->name, f->npages, NV_GM_SHARED_CACHE, &src, opts_of(f), s);
+    return nv_gstore_cache_open(own, f->name, f->npages, NV_GM_SHARED_CACHE, &src, nv_gfile_opts(f), s);
 }
 
 netvm_status_t netvm_gfile_open(netvm_ctx_t *ctx, const char *path, const netvm_gmem_opts_t *opts,
@@ -89,7 +75,7 @@ netvm_status_t netvm_gfile_open(netvm_ctx_t *ctx, const char *path, const netvm_
     if (f->npages) {
         f->own = nv_gmem_own_ctx(ctx, &s);
         if (f->own)
-            s = open_store(f, f->own, &f->store);
+            s = nv_gfile_open_store(f, f->own, &f->store);
         if (s != NETVM_OK) {
             close(f->fd);
             pthread_mutex_destroy(&f->lock);
@@ -229,7 +215,7 @@ static netvm_status_t map_opener(void *arg, netvm_ctx_t *own, uint64_t npages, c
 {
     (void)npages;
     (void)opts;
-    return open_store(arg, own, s);
+    return nv_gfile_open_store(arg, own, s);
 }
 
 netvm_status_t netvm_gfile_map(netvm_gfile_t *f, void **addr, size_t *len)
@@ -239,7 +225,7 @@ netvm_status_t netvm_gfile_map(netvm_gfile_t *f, void **addr, size_t *len)
     netvm_status_t st = NETVM_OK;
     pthread_mutex_lock(&f->lock);
     if (!f->map)
-        st = nv_gm_region_map_with(f->ctx, (size_t)(f->npages * NV_GM_PAGE), opts_of(f), map_opener, f, &f->map,
+        st = nv_gm_region_map_with(f->ctx, (size_t)(f->npages * NV_GM_PAGE), nv_gfile_opts(f), map_opener, f, &f->map,
                                    &f->map_addr);
     if (st == NETVM_OK) {
         *addr = f->map_addr;
@@ -247,191 +233,6 @@ netvm_status_t netvm_gfile_map(netvm_gfile_t *f, void **addr, size_t *len)
     }
     pthread_mutex_unlock(&f->lock);
     return st;
-}
-
-/* --- mapped blocks: windows -------------------------------------------------------
- * A window region's page p shows file block base[p / wpages] + p %
- * wpages: a store over the file's cache store that translates pages. A
- * move publishes the new base first and then drops the window's pages
- * (pager_shared.c), so a fetch that read the old base is of a page that
- * was busy or resident then, and is dropped. */
-
-struct win_store {
-    struct nv_gstore  base;
-    struct nv_gstore *inner;
-    uint64_t          wpages, file_pages;
-    unsigned          nwin;
-    _Atomic uint64_t *first;          /* per window: its first file block */
-};
-
-struct netvm_gfile_win {
-    netvm_gfile_t     *f;
-    netvm_gmem_t      *g;
-    struct win_store  *ws;            /* the region's store (freed by its close) */
-    unsigned           nwin;
-    uint64_t           wpages;
-    netvm_gfile_win_t *next;
-};
-
-static uint64_t file_page(struct win_store *w, uint64_t p)
-{
-    return atomic_load_explicit(&w->first[p / w->wpages], memory_order_acquire) + p % w->wpages;
-}
-
-static int ws_has(struct nv_gstore *s, uint64_t p)
-{
-    struct win_store *w = (struct win_store *)s;
-    return file_page(w, p) < w->file_pages;   /* past the end: zeros, no round trip */
-}
-
-static netvm_status_t ws_fetch(struct nv_gstore *s, uint64_t p, void *buf)
-{
-    struct win_store *w = (struct win_store *)s;
-    uint64_t fp = file_page(w, p);
-    return fp < w->file_pages ? w->inner->ops->fetch(w->inner, fp, buf) : NETVM_ERR_NOTFOUND;
-}
-
-static netvm_status_t ws_fetch_nb(struct nv_gstore *s, uint64_t p, void *buf, nv_gstore_done_fn done, void *arg)
-{
-    struct win_store *w = (struct win_store *)s;
-    uint64_t fp = file_page(w, p);
-    return fp < w->file_pages ? w->inner->ops->fetch_nb(w->inner, fp, buf, done, arg) : NETVM_ERR_NOTFOUND;
-}
-
-static netvm_status_t ws_fetchn_nb(struct nv_gstore *s, uint64_t first, uint64_t n, void *buf,
-                                   nv_gstore_ndone_fn done, void *arg)
-{
-    struct win_store *w = (struct win_store *)s;
-    /* a run stops at its window's end and the file's: the pages after it
-     * are not in got, and their faults fetch them */
-    uint64_t in_win = w->wpages - first % w->wpages, fp = file_page(w, first);
-    if (n > in_win)
-        n = in_win;
-    if (fp >= w->file_pages)
-        return NETVM_ERR_NOTFOUND;
-    if (n > w->file_pages - fp)
-        n = w->file_pages - fp;
-    return w->inner->ops->fetchn_nb(w->inner, fp, n, buf, done, arg);
-}
-
-static netvm_status_t ws_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
-                                  nv_gstore_done_fn done, void *arg)
-{
-    (void)s, (void)page, (void)n, (void)buf, (void)done, (void)arg;
-    return NETVM_ERR_RIGHTS;   /* read-only: never dirty */
-}
-
-static void ws_discard(struct nv_gstore *s, uint64_t first, uint64_t n) { (void)s, (void)first, (void)n; }
-
-static void ws_health(struct nv_gstore *s, netvm_gmem_health_t *h)
-{
-    struct win_store *w = (struct win_store *)s;
-    w->inner->ops->health(w->inner, h);
-}
-
-static void ws_close(struct nv_gstore *s)
-{
-    struct win_store *w = (struct win_store *)s;
-    w->inner->ops->close(w->inner);
-    free(w->first);
-    free(w);
-}
-
-static const struct nv_gstore_ops win_ops = {
-    .has = ws_has, .fetch = ws_fetch, .fetch_nb = ws_fetch_nb, .fetchn_nb = ws_fetchn_nb,
-    .store_nb = ws_store_nb, .discard = ws_discard, .health = ws_health, .close = ws_close,
-};
-
-struct win_open {
-    netvm_gfile_t    *f;
-    struct win_store *ws;
-    int               owned;   /* the region took ws: its close frees it */
-};
-
-static netvm_status_t win_opener(void *arg, netvm_ctx_t *own, uint64_t npages, const netvm_gmem_opts_t *opts,
-                                 struct nv_gstore **s)
-{
-    (void)npages;
-    (void)opts;
-    struct win_open *o = arg;
-    netvm_status_t st = open_store(o->f, own, &o->ws->inner);
-    if (st == NETVM_OK) {
-        *s = &o->ws->base;
-        o->owned = 1;
-    }
-    return st;
-}
-
-netvm_status_t netvm_gfile_window(netvm_gfile_t *f, unsigned nwin, size_t wsize, netvm_gfile_win_t **wp,
-                                  void **addr)
-{
-    if (!f || !nwin || !wsize || wsize % NV_GM_PAGE || !wp || !addr || !f->npages)
-        return NETVM_ERR_INVAL;
-    netvm_gfile_win_t *w = calloc(1, sizeof *w);
-    struct win_store *ws = calloc(1, sizeof *ws);
-    if (!w || !ws || !(ws->first = calloc(nwin, sizeof *ws->first))) {
-        free(w);
-        if (ws)
-            free(ws->first);
-        free(ws);
-        return NETVM_ERR_NOMEM;
-    }
-    ws->base.ops = &win_ops;
-    ws->base.shared = NV_GM_SHARED_CACHE;
-    ws->wpages = wsize / NV_GM_PAGE;
-    ws->file_pages = f->npages;
-    ws->nwin = nwin;
-    w->f = f;
-    w->nwin = nwin;
-    w->wpages = ws->wpages;
-    w->ws = ws;
-    struct win_open o = { f, ws, 0 };
-    netvm_status_t st = nv_gm_region_map_with(f->ctx, (size_t)nwin * wsize, opts_of(f), win_opener, &o, &w->g, addr);
-    if (st != NETVM_OK) {
-        if (!o.owned) {   /* else the failed region closed it, and ws with it */
-            free(ws->first);
-            free(ws);
-        }
-        free(w);
-        return st;
-    }
-    pthread_mutex_lock(&f->lock);
-    w->next = f->wins;
-    f->wins = w;
-    pthread_mutex_unlock(&f->lock);
-    *wp = w;
-    return NETVM_OK;
-}
-
-netvm_status_t netvm_gfile_window_move(netvm_gfile_win_t *w, unsigned i, uint64_t off)
-{
-    if (!w || i >= w->nwin || off % NV_GM_PAGE)
-        return NETVM_ERR_INVAL;
-    atomic_store_explicit(&w->ws->first[i], off / NV_GM_PAGE, memory_order_release);
-    nv_gm_region_refetch(w->g, (uint64_t)i * w->wpages, w->wpages);
-    return NETVM_OK;
-}
-
-static void win_free(netvm_gfile_win_t *w)
-{
-    netvm_gmem_unmap(w->g);   /* closes its store and the cache store under it */
-    free(w);
-}
-
-netvm_status_t netvm_gfile_window_close(netvm_gfile_win_t *w)
-{
-    if (!w)
-        return NETVM_ERR_INVAL;
-    netvm_gfile_t *f = w->f;
-    pthread_mutex_lock(&f->lock);
-    for (netvm_gfile_win_t **l = &f->wins; *l; l = &(*l)->next)
-        if (*l == w) {
-            *l = w->next;
-            break;
-        }
-    pthread_mutex_unlock(&f->lock);
-    win_free(w);
-    return NETVM_OK;
 }
 
 /* --- the rest ----------------------------------------------------------------- */
@@ -450,11 +251,7 @@ netvm_status_t netvm_gfile_close(netvm_gfile_t *f)
 {
     if (!f)
         return NETVM_ERR_INVAL;
-    while (f->wins) {
-        netvm_gfile_win_t *w = f->wins;
-        f->wins = w->next;
-        win_free(w);
-    }
+    nv_gfile_wins_close(f);
     if (f->map)
         netvm_gmem_unmap(f->map);
     if (f->store)
