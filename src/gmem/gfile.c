@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 /* The cache's name: the file's identity and every time that changes with
  * its content, so a changed file is another cache. */
 static int cache_name(const struct stat *st, char *out, size_t cap)
