@@ -4,6 +4,7 @@
 #include "gmem/pager.h"
 
 #include <sys/mman.h>
+#include <time.h>
 
 void nv_gm_zap(struct nv_gm_region *r, uintptr_t a)
 {
@@ -42,6 +43,20 @@ void nv_gm_region_refetch(netvm_gmem_t *region, uint64_t first, uint64_t n)
 {
     struct nv_gm_region *r = nv_gm_region_of(region);
     nv_gm_invalidate(r, first, n);
+    /* a fetch in flight carries the old block: its owner drops the page
+     * instead of publishing it, but only after placing it, and a thread
+     * that read the window in between would see the old bytes. So the
+     * move returns once every such fetch is over (each ends within the
+     * region's timeout). */
+    for (uint64_t end = first + n < r->npages ? first + n : r->npages;;) {
+        uint64_t p = first;
+        while (p < end && (__atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE) & NV_GM_STATE) != NV_GM_BUSY)
+            p++;
+        if (p == end)
+            break;
+        struct timespec ts = { 0, 20000 };
+        nanosleep(&ts, NULL);
+    }
     /* MMB prefetches a block when it is mapped: read-ahead from its first
      * page (the program's fault on that one fetches it) */
     if (r->ra_window > 0 && n > 1 && first < r->npages)
