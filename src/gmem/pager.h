@@ -185,7 +185,7 @@ void nv_gm_drop(struct nv_gm_region *r, uint64_t p, uint32_t flags);
 /* pager_shared.c: a shared region's reader drops pages a writer's sync
  * changed (nv_gstore_inval_fn): resident ones leave the region now, ones
  * being placed leave when placed; the next access fetches them anew. */
-void nv_gm_invalidate(void *region, uint64_t first, uint64_t n);
+uint64_t nv_gm_invalidate(void *region, uint64_t first, uint64_t n, int drop);
 /* Take the page at a out of a read-only region (no event, no copy). */
 void nv_gm_zap(struct nv_gm_region *r, uintptr_t a);
 

@@ -13,11 +13,16 @@ void nv_gm_zap(struct nv_gm_region *r, uintptr_t a)
     madvise((void *)a, NV_GM_PAGE, MADV_DONTNEED);
 }
 
-void nv_gm_invalidate(void *region, uint64_t first, uint64_t n)
+uint64_t nv_gm_invalidate(void *region, uint64_t first, uint64_t n, int drop)
 {
     struct nv_gm_region *r = region;
+    uint64_t busy = 0;
     for (uint64_t p = first; p < first + n && p < r->npages; p++) {
         uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
+        if (!drop) {
+            busy += (s & NV_GM_STATE) == NV_GM_BUSY && (s & NV_GM_DISCARD);   /* fetched before it */
+            continue;
+        }
         for (;;) {
             unsigned st = s & NV_GM_STATE;
             if (st == NV_GM_RESIDENT) {
@@ -32,28 +37,25 @@ void nv_gm_invalidate(void *region, uint64_t first, uint64_t n)
                     !__atomic_compare_exchange_n(&r->state[p], &s, s | NV_GM_DISCARD, 0, __ATOMIC_ACQ_REL,
                                                  __ATOMIC_ACQUIRE))
                     continue;
+                busy++;
             }
             /* ABSENT: the next access fetches it; EVICTING: leaving now */
             break;
         }
     }
+    return busy;
 }
 
 void nv_gm_region_refetch(netvm_gmem_t *region, uint64_t first, uint64_t n)
 {
     struct nv_gm_region *r = nv_gm_region_of(region);
-    nv_gm_invalidate(r, first, n);
+    nv_gm_invalidate(r, first, n, 1);
     /* a fetch in flight carries the old block: its owner drops the page
      * instead of publishing it, but only after placing it, and a thread
      * that read the window in between would see the old bytes. So the
      * move returns once every such fetch is over (each ends within the
      * region's timeout). */
-    for (uint64_t end = first + n < r->npages ? first + n : r->npages;;) {
-        uint64_t p = first;
-        while (p < end && (__atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE) & NV_GM_STATE) != NV_GM_BUSY)
-            p++;
-        if (p == end)
-            break;
+    while (nv_gm_invalidate(r, first, n, 0)) {
         struct timespec ts = { 0, 20000 };
         nanosleep(&ts, NULL);
     }

@@ -294,8 +294,11 @@ static int notice_proc(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
     struct nv_gm_servers *g = arg;
     int idx = nv_gm_srv_by_peer(g, call->peer);
     if (call->nargs >= 4 && call->args[0] == NV_GM_NOTICE_INVALIDATE && idx >= 0) {
-        netvm_rpc_reply(ctx, &call->token, nv_gm_shared_invalidate(g, call->args[3], call->payload, call->len),
-                        NULL, 0, NULL, 0);
+        netvm_status_t st;
+        if (nv_gm_shared_invalidate(g, &call->token, call->args[3], call->payload, call->len, &st))
+            netvm_rpc_reply(ctx, &call->token, st, NULL, 0, NULL, 0);
+        else
+            nv_gm_monitor_kick(g);
         return NETVM_RPC_DONE;
     }
     if (call->nargs < 1 || call->args[0] != NV_GM_NOTICE_DRAIN || idx < 0) {

@@ -110,10 +110,13 @@ netvm_status_t nv_gstore_cache_open(netvm_ctx_t *ctx, const char *name, uint64_t
  * without waiting. */
 netvm_status_t nv_gm_cache_fill(struct nv_gstore *s, uint64_t first, uint64_t n, void *buf);
 /* Where a reader's store drops pages a writer's sync invalidated: fn runs
- * in the progress engine, must not block, and must have taken the pages
- * out of the region when it returns. fn NULL: none (before the region is
- * freed). */
-typedef void (*nv_gstore_inval_fn)(void *arg, uint64_t first, uint64_t n);
+ * in the progress engine, must not block, and (drop) must have taken the
+ * resident pages out of the region when it returns. It returns the pages
+ * of the range still being fetched: their fetch may carry the old
+ * contents, and they leave when placed, so the store answers the sync
+ * only once none is left (fn with drop 0 counts them). fn NULL: none
+ * (before the region is freed). */
+typedef uint64_t (*nv_gstore_inval_fn)(void *arg, uint64_t first, uint64_t n, int drop);
 void           nv_gstore_shared_hook(struct nv_gstore *s, nv_gstore_inval_fn fn, void *arg);
 /* The writer's half of a sync, after its dirty pages are stored: every
  * reader drops its copies of the pages written since the last one. */

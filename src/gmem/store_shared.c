@@ -254,35 +254,92 @@ void nv_gstore_shared_hook(struct nv_gstore *s, nv_gstore_inval_fn fn, void *arg
     pthread_mutex_unlock(&r->g->lock);
 }
 
-netvm_status_t nv_gm_shared_invalidate(struct nv_gm_servers *g, uint64_t id, const void *bitmap, size_t len)
+/* An INVALIDATE notice kept until the pages fetched before it are out. */
+struct nv_gm_inval_wait {
+    struct nv_gm_inval_wait *next;
+    netvm_am_token_t         token;
+    uint64_t                 id;
+    size_t                   len;
+    unsigned char            bits[];
+};
+
+/* Run fn over the runs of set bits; the sum of what it returns. */
+static uint64_t each_run(struct nv_gstore_remote *r, const unsigned char *b, int drop)
 {
-    netvm_status_t st = NETVM_ERR_NOTFOUND;
-    pthread_mutex_lock(&g->lock);
-    for (struct nv_gstore_remote *r = g->shared; r; r = r->shared->next) {
-        if (r->owner != id)
+    uint64_t busy = 0;
+    for (uint64_t p = 0; p < r->npages;) {
+        if (!(b[p / 8] >> (p % 8) & 1)) {
+            p++;
             continue;
-        st = NETVM_OK;
-        if (len != (r->npages + 63) / 64 * 8) {
-            st = NETVM_ERR_INVAL;
-            break;
         }
-        if (!r->shared->inval)
-            break;
-        const unsigned char *b = bitmap;
-        for (uint64_t p = 0; p < r->npages;) {
-            if (!(b[p / 8] >> (p % 8) & 1)) {
-                p++;
-                continue;
-            }
-            uint64_t first = p;
-            while (p < r->npages && (b[p / 8] >> (p % 8) & 1))
-                p++;
-            r->shared->inval(r->shared->inval_arg, first, p - first);
-        }
-        break;
+        uint64_t first = p;
+        while (p < r->npages && (b[p / 8] >> (p % 8) & 1))
+            p++;
+        busy += r->shared->inval(r->shared->inval_arg, first, p - first, drop);
     }
+    return busy;
+}
+
+static struct nv_gstore_remote *shared_by_id(struct nv_gm_servers *g, uint64_t id)
+{
+    for (struct nv_gstore_remote *r = g->shared; r; r = r->shared->next)
+        if (r->owner == id)
+            return r;
+    return NULL;
+}
+
+int nv_gm_shared_invalidate(struct nv_gm_servers *g, const netvm_am_token_t *token, uint64_t id,
+                            const void *bitmap, size_t len, netvm_status_t *st)
+{
+    pthread_mutex_lock(&g->lock);
+    struct nv_gstore_remote *r = shared_by_id(g, id);
+    *st = !r ? NETVM_ERR_NOTFOUND : len != (r->npages + 63) / 64 * 8 ? NETVM_ERR_INVAL : NETVM_OK;
+    if (*st != NETVM_OK || !r->shared->inval || !each_run(r, bitmap, 1)) {
+        pthread_mutex_unlock(&g->lock);
+        return 1;
+    }
+    struct nv_gm_inval_wait *w = malloc(sizeof *w + len);
+    if (!w) {
+        /* answered now: the pages in flight still leave when placed, and
+         * only a read in that moment could see their old contents */
+        pthread_mutex_unlock(&g->lock);
+        return 1;
+    }
+    w->token = *token;
+    w->id = id;
+    w->len = len;
+    memcpy(w->bits, bitmap, len);
+    w->next = g->inval_waits;
+    g->inval_waits = w;
     pthread_mutex_unlock(&g->lock);
-    return st;
+    return 0;
+}
+
+int nv_gm_shared_answer_waits(struct nv_gm_servers *g, int all)
+{
+    pthread_mutex_lock(&g->lock);
+    struct nv_gm_inval_wait **l = &g->inval_waits, *done = NULL;
+    while (*l) {
+        struct nv_gm_inval_wait *w = *l;
+        struct nv_gstore_remote *r = shared_by_id(g, w->id);
+        /* a region closed meanwhile holds no page of it any more */
+        if (all || !r || !r->shared->inval || !each_run(r, w->bits, 0)) {
+            *l = w->next;
+            w->next = done;
+            done = w;
+        } else {
+            l = &w->next;
+        }
+    }
+    int left = g->inval_waits != NULL;
+    pthread_mutex_unlock(&g->lock);
+    while (done) {
+        struct nv_gm_inval_wait *w = done;
+        done = w->next;
+        netvm_rpc_reply(g->ctx, &w->token, NETVM_OK, NULL, 0, NULL, 0);
+        free(w);
+    }
+    return left;
 }
 
 netvm_status_t nv_gstore_shared_publish(struct nv_gstore *s)

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #define NAME "gshared-test-region"
@@ -112,6 +113,75 @@ static void work_rounds(netvm_ctx_t *ctx, int rank)
         CHECK_OK(netvm_gmem_shared_remove(ctx, NAME, NULL));
 }
 
+/* The version a page holds (gt_fill's pattern), read from its first word. */
+static uint32_t page_version(const unsigned char *page, uint64_t p)
+{
+    uint64_t w = __atomic_load_n((const uint64_t *)page, __ATOMIC_RELAXED);
+    return w ? (uint32_t)((w ^ (p * 0x9E3779B97F4A7C15ull)) >> 32) : 0;
+}
+
+struct scan_arg {
+    const unsigned char *a;
+    uint32_t             learned;   /* __atomic: the last sync the reader heard of */
+    int                  stop;      /* __atomic */
+    long                 stale, reads;
+};
+
+/* The reader's scanning thread: sequential passes (read-ahead in flight
+ * most of the time, under a budget that evicts), each page at least at
+ * the version of the last sync heard of before it was read. */
+static void *scan_thread(void *arg)
+{
+    struct scan_arg *s = arg;
+    while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
+        for (int p = 0; p < npages; p++) {
+            uint32_t known = __atomic_load_n(&s->learned, __ATOMIC_ACQUIRE);
+            uint32_t v = page_version(s->a + (size_t)p * GPAGE, (uint64_t)p);
+            if (v < known && s->stale++ < 5)
+                fprintf(stderr, "page %d at version %u after sync %u was heard of\n", p, v, known);
+            s->reads++;
+        }
+    return NULL;
+}
+
+/* Syncs while the reader reads: a fetch in flight when the invalidation
+ * comes carries the old page, and the reader's answer (so the sync) waits
+ * until that page is out. */
+static void work_scan(netvm_ctx_t *ctx, int rank)
+{
+    netvm_gmem_t *g;
+    unsigned char *a;
+    if (rank == 0)
+        CHECK_OK(map(ctx, NETVM_GMEM_SHARED_WRITE, (size_t)npages, &g, &a));
+    CHECK_OK(netvm_barrier(ctx));
+    struct scan_arg sa = { 0 };
+    pthread_t th;
+    if (rank != 0) {
+        CHECK_OK(map(ctx, NETVM_GMEM_SHARED_READ, (size_t)npages, &g, &a));
+        sa.a = a;
+        CHECK(pthread_create(&th, NULL, scan_thread, &sa) == 0);
+    }
+    for (int k = 1; k <= rounds; k++) {
+        if (rank == 0) {
+            fill_all(a, (uint32_t)k);
+            CHECK_OK(netvm_gmem_sync(g));
+        }
+        CHECK_OK(netvm_barrier(ctx));   /* how the reader learns of the sync */
+        if (rank != 0)
+            __atomic_store_n(&sa.learned, (uint32_t)k, __ATOMIC_RELEASE);
+    }
+    if (rank != 0) {
+        __atomic_store_n(&sa.stop, 1, __ATOMIC_RELEASE);
+        pthread_join(th, NULL);
+        fprintf(stderr, "rank %d: %ld page reads, %ld stale\n", rank, sa.reads, sa.stale);
+        CHECK(sa.stale == 0);
+    }
+    CHECK_OK(netvm_gmem_unmap(g));
+    CHECK_OK(netvm_barrier(ctx));
+    if (rank == 0)
+        CHECK_OK(netvm_gmem_shared_remove(ctx, NAME, NULL));
+}
+
 /* A reader's write: the child dies of SIGSEGV. */
 static void reader_write_faults(unsigned char *a)
 {
@@ -175,6 +245,8 @@ static int work(const char *c)
     unsigned char *a;
     if (!strcmp(c, "rounds")) {
         work_rounds(ctx, rank);
+    } else if (!strcmp(c, "scan")) {
+        work_scan(ctx, rank);
     } else if (!strcmp(c, "refuse")) {
         work_refuse(ctx, rank);
     } else if (!strcmp(c, "deadwriter")) {
@@ -309,6 +381,15 @@ static int drive(const char *c)
             CHECK(setenv("NETVM_GMEM_BUDGET", b, 1) == 0);
         }
         CHECK(job(3, "rounds") == 0);
+        shared_state(ctx, srv, &regions, &pages, &used);
+        CHECK(regions == 0 && used == 0);
+    } else if (!strcmp(c, "scan")) {
+        if (npages < 400)
+            npages = 400;
+        char b[32];
+        snprintf(b, sizeof b, "%d", npages / 2 * (int)GPAGE);
+        CHECK(setenv("NETVM_GMEM_BUDGET", b, 1) == 0);
+        CHECK(job(2, "scan") == 0);
         shared_state(ctx, srv, &regions, &pages, &used);
         CHECK(regions == 0 && used == 0);
     } else if (!strcmp(c, "refuse")) {
