@@ -25,6 +25,9 @@ have mpirun || need+=(openmpi-bin)
 [ -f /usr/include/gperftools/tcmalloc.h ] || need+=(libgoogle-perftools-dev)
 have redis-server || need+=(redis-server)
 have setpriv || [ -x /usr/bin/setpriv ] || need+=(util-linux)
+# libfuse3: `netvm gfile mount` (the file cache for unmodified programs); fusermount3 unmounts
+pkg-config --exists fuse3 2>/dev/null || need+=(libfuse3-dev)
+have fusermount3 || need+=(fuse3)
 # clang with libFuzzer: the fuzz targets of every wire decoder
 have clang || need+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-14-dev)

@@ -8,5 +8,6 @@ int nv_cmd_bench(int argc, char **argv);  /* bench.c: latency, bandwidth, atomic
 int nv_cmd_memd(int argc, char **argv);   /* memd.c:  the memory server */
 int nv_cmd_stat(int argc, char **argv);   /* stat.c:  a memory server's state, or gmem:PID's */
 int nv_cmd_gmem(int argc, char **argv);   /* gmem_run.c: netvm gmem run, a program in network memory */
+int nv_cmd_gfile(int argc, char **argv);  /* gfile.c: the file cache's FUSE mount */
 
 #endif

@@ -15,6 +15,7 @@ static const struct {
     { "memd",  nv_cmd_memd,  "run a memory server: netvm memd --listen tcp:HOST:PORT --size BYTES ..." },
     { "stat",  nv_cmd_stat,  "show a memory server's state, or a program's under gmem run: netvm stat ADDRESS|gmem:PID" },
     { "gmem",  nv_cmd_gmem,  "run a program in network memory: netvm gmem run [--budget B] [--] PROGRAM ARGS..." },
+    { "gfile", nv_cmd_gfile, "mount files read through the file cache: netvm gfile mount DIR SRC" },
 };
 
 static void usage(FILE *f)
