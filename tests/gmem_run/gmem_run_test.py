@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-LIMIT = 600
+LIMIT = 300
 SKIP = 77          # ctest's SKIP_RETURN_CODE
 
 
@@ -50,9 +50,19 @@ def counted(err, name):
     return total
 
 
-def gmem_run(a, args, budget="8M", env=None, **kw):
+def gmem_run(a, args, budget="8M", env=None):
+    """Run through the tool; on a hang, the program (in the tool's session)
+    is killed too, never left behind."""
     argv = [a.netvm, "gmem", "run", "--budget", budget, *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=LIMIT, env=env, **kw)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=LIMIT)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise Fail(f"hung for {LIMIT} s: {err}")
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
 
 
 def compare(a, prog, mode, mib, budget="8M"):
