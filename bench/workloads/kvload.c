@@ -21,13 +21,17 @@
  * gets no free ride). */
 #include "wl.h"
 
+#include <errno.h>
 #include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
+
+#define REPLY_TIMEOUT_S 120   /* far above any reply, swapped out or not */
 
 typedef struct {
     int fd;
@@ -62,6 +66,9 @@ static int conn_open(conn_t *c, int quiet)
     freeaddrinfo(ai);
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* a server that hangs ends the run instead of holding it forever */
+    struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     c->lo = c->hi = 0;
     return 0;
 }
@@ -89,6 +96,10 @@ static void fill(conn_t *c)
         c->lo = 0;
     }
     ssize_t r = read(c->fd, c->buf + c->hi, sizeof c->buf - c->hi);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        fprintf(stderr, "kvload: no reply from the server within %d s\n", REPLY_TIMEOUT_S);
+        exit(2);
+    }
     if (r <= 0) {
         fprintf(stderr, "kvload: the server closed the connection\n");
         exit(2);
