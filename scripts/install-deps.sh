@@ -20,6 +20,9 @@ have ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
 # mpirun for its tests (tests/pmix; the Slurm one also wants slurmctld, slurmd)
 pkg-config --exists pmix 2>/dev/null || need+=(libpmix-dev pkg-config)
 have mpirun || need+=(openmpi-bin)
+# libfuse3: `netvm gfile mount` (the file cache for unmodified programs); fusermount3 unmounts
+pkg-config --exists fuse3 2>/dev/null || need+=(libfuse3-dev)
+have fusermount3 || need+=(fuse3)
 # clang with libFuzzer: the fuzz targets of every wire decoder
 have clang || need+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-14-dev)

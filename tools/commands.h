@@ -7,5 +7,6 @@ int nv_cmd_info(int argc, char **argv);   /* info.c:  version, links, configurat
 int nv_cmd_bench(int argc, char **argv);  /* bench.c: latency, bandwidth, atomics */
 int nv_cmd_memd(int argc, char **argv);   /* memd.c:  the memory server */
 int nv_cmd_stat(int argc, char **argv);   /* stat.c:  a memory server's state */
+int nv_cmd_gfile(int argc, char **argv);  /* gfile.c: the file cache's FUSE mount */
 
 #endif

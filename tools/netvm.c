@@ -14,6 +14,7 @@ static const struct {
     { "bench", nv_cmd_bench, "measure put/get/atomic latency, bandwidth and rate" },
     { "memd",  nv_cmd_memd,  "run a memory server: netvm memd --listen tcp:HOST:PORT --size BYTES ..." },
     { "stat",  nv_cmd_stat,  "show a memory server's state: netvm stat ADDRESS [--json]" },
+    { "gfile", nv_cmd_gfile, "mount files read through the file cache: netvm gfile mount DIR SRC" },
 };
 
 static void usage(FILE *f)

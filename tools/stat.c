@@ -24,7 +24,7 @@ static void print_json(const char *addr, const struct nv_gm_stat *s)
            "\"servers\": %llu, \"forwards\": %llu, \"puts\": %llu, \"gets\": %llu, \"frees\": %llu, "
            "\"moves_out\": %llu, \"moves_in\": %llu, \"delegated\": %llu, \"refused\": %llu, "
            "\"bytes_in\": %llu, \"bytes_out\": %llu, \"uptime_ms\": %llu, \"draining\": %s, "
-           "\"bytes_in_per_s\": %.1f, \"bytes_out_per_s\": %.1f}\n",
+           "\"bytes_in_per_s\": %.1f, \"bytes_out_per_s\": %.1f, \"shared_regions\": %llu, \"shared_pages\": %llu}\n",
            addr, (unsigned long long)s->version, (unsigned long long)s->server_id,
            (unsigned long long)s->pool_pages, NV_GM_PAGE, (unsigned long long)s->used_pages,
            (unsigned long long)s->client_max_pages, (unsigned long long)s->clients,
@@ -32,7 +32,8 @@ static void print_json(const char *addr, const struct nv_gm_stat *s)
            (unsigned long long)s->gets, (unsigned long long)s->frees, (unsigned long long)s->moves_out,
            (unsigned long long)s->moves_in, (unsigned long long)s->delegated, (unsigned long long)s->refused,
            (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out, (unsigned long long)s->uptime_ms,
-           s->draining ? "true" : "false", rate(s->bytes_in, s->uptime_ms), rate(s->bytes_out, s->uptime_ms));
+           s->draining ? "true" : "false", rate(s->bytes_in, s->uptime_ms), rate(s->bytes_out, s->uptime_ms),
+           (unsigned long long)s->shared_regions, (unsigned long long)s->shared_pages);
 }
 
 static double mib(uint64_t pages) { return (double)pages * NV_GM_PAGE / (1024.0 * 1024.0); }
@@ -53,6 +54,8 @@ static void print_text(const char *addr, const struct nv_gm_stat *s)
     printf("calls     put %llu  get %llu  free %llu  delegated %llu  refused %llu\n",
            (unsigned long long)s->puts, (unsigned long long)s->gets, (unsigned long long)s->frees,
            (unsigned long long)s->delegated, (unsigned long long)s->refused);
+    printf("shared    %llu named region(s), %llu page(s) of them\n", (unsigned long long)s->shared_regions,
+           (unsigned long long)s->shared_pages);
     printf("moves     %llu page(s) out, %llu in\n", (unsigned long long)s->moves_out,
            (unsigned long long)s->moves_in);
     printf("bytes     in %llu (%.0f B/s), out %llu (%.0f B/s) since start\n", (unsigned long long)s->bytes_in,

@@ -79,6 +79,61 @@ netvm_status_t netvm_gmem_sync(netvm_gmem_t *region);
 void          *netvm_gmem_addr(const netvm_gmem_t *region);
 size_t         netvm_gmem_len(const netvm_gmem_t *region);
 
+/* --- shared regions ------------------------------------------------------
+ * A named region that several clients (processes, on any hosts) map at
+ * once: its pages live on the memory servers under its name, not under any
+ * client, and stay there when its sharers unmap it, exit or die, until
+ * netvm_gmem_shared_remove (docs/gmem.md, "Shared regions").
+ *
+ * Coherence: one writer at a time, readers invalidated through the
+ * servers. At most one client maps a name NETVM_GMEM_SHARED_WRITE; others
+ * map it NETVM_GMEM_SHARED_READ, read-only (a write by a reader is a
+ * SIGSEGV, as for any read-only memory). A reader may read a page the
+ * writer changed since its last netvm_gmem_sync either way; once the
+ * writer's netvm_gmem_sync returned, every reader has dropped its copies
+ * of the pages written before it, so a reader that learns of that sync
+ * afterwards (through any message) reads the new data.
+ *
+ * Every sharer must name the same servers (the same NETVM_GMEM_SERVERS
+ * set, in any order), the same length and the same R: placement is
+ * rendezvous hashing of the name's pages over the servers' ids, so that
+ * all compute the same holders; a server refuses a sharer whose set, R or
+ * length differ from the name's (NETVM_ERR_STATE, logged). Embedded
+ * servers are a process's own and cannot be shared. Sharers must hold the
+ * servers' credential, which is also what lets a client remove a name. */
+
+enum {
+    NETVM_GMEM_SHARED_READ  = 1,   /* read-only; sees the writer's data as of its syncs */
+    NETVM_GMEM_SHARED_WRITE = 2,   /* read-write; one client at a time */
+};
+/* A shared region's name: 1 to NETVM_GMEM_NAME_MAX bytes. */
+#define NETVM_GMEM_NAME_MAX 255
+
+/* Map the shared region name of len bytes (rounded up to pages) in mode;
+ * the first to map a name makes it (reading as zeros). opts as for
+ * netvm_gmem_map (budget, read-ahead, servers, credential; R must match
+ * the other sharers'). netvm_gmem_sync by the writer writes its dirty
+ * pages back and returns once every reader has dropped its stale copies
+ * (or NETVM_ERR_TIMEOUT: a reader neither answered nor died within the
+ * timeout; its pages are told again at the next sync); on a reader it does
+ * nothing. netvm_gmem_unmap leaves the pages on the servers and, for the
+ * writer, frees the name for another writer (so does the writer's death).
+ * NETVM_ERR_BUSY: another client maps it writable; NETVM_ERR_STATE: the
+ * name exists with another length, R or server set; NETVM_ERR_EXISTS:
+ * this client maps it already (or another name has the same 64-bit hash);
+ * NETVM_ERR_UNSUPPORTED: also with NETVM_GMEM_STORE=local (no servers to
+ * share). Not yet done for shared regions: restoring R after a server's
+ * death and moving their pages when servers drain, join or leave (their
+ * readers read the surviving replica). */
+netvm_status_t netvm_gmem_map_shared(netvm_ctx_t *ctx, const char *name, size_t len, int mode,
+                                     const netvm_gmem_opts_t *opts, netvm_gmem_t **region, void **addr);
+/* Free the shared region name's pages on every server. Any client holding
+ * the servers' credential may remove a name, once nobody maps it:
+ * NETVM_ERR_BUSY while a client does (on some server; the others may have
+ * freed theirs), NETVM_ERR_NOTFOUND if no server knows it. opts: which
+ * servers (as netvm_gmem_map), may be NULL. */
+netvm_status_t netvm_gmem_shared_remove(netvm_ctx_t *ctx, const char *name, const netvm_gmem_opts_t *opts);
+
 /* --- the servers this process's regions use ---------------------------- */
 
 /* Add the memory server at addr ("tcp:HOST:PORT", same credential as the

@@ -67,6 +67,8 @@ typedef enum {
     NETVM_ERR_AGAIN,       /* not now: events already wait (netvm_evq_arm), a queue is full, or a
                               listener has all the peers it takes */
     NETVM_ERR_AUTH,        /* authentication failed: wrong job secret or listener credential */
+    NETVM_ERR_BUSY,        /* held by another: a shared region's writer (netvm_gmem_map_shared), or a
+                              name still mapped (netvm_gmem_shared_remove) */
     NETVM_STATUS_COUNT
 } netvm_status_t;
 

@@ -23,6 +23,7 @@ class Status(enum.IntEnum):
     ERR_STATE = 16
     ERR_AGAIN = 17
     ERR_AUTH = 18
+    ERR_BUSY = 19
 
 
 # Rights of an exported segment.

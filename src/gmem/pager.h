@@ -73,6 +73,8 @@ struct nv_gm_ra_op {
     struct nv_gm_region *r;
     uint64_t             page;       /* first page of the run */
     unsigned             slot, n;    /* its buffers: slots slot .. slot+n-1 */
+    int                  fault;      /* the first page is a read fault's (nv_gm_readahead_with) */
+    uint64_t             t0;         /* when that fault was read */
 };
 
 struct nv_gm_counters {
@@ -134,6 +136,11 @@ struct nv_gm_region {
     int               nchildren;     /* __atomic */
     unsigned char    *child_buf;     /* a page: a child's page on its way (child_lock) */
     int               forked_copy;   /* this is the child's copy: nothing runs */
+    /* a shared region's reader (region_shared.c): the mapping is
+     * PROT_READ, so UFFDIO_MOVE (writable mappings only) cannot take pages
+     * out: they leave with MADV_DONTNEED, which raises no event because its
+     * uffd has no UFFD_FEATURE_EVENT_REMOVE */
+    int               read_only;
 
     struct nv_gm_counters c;         /* __atomic */
     struct nv_gm_hist hist;
@@ -152,6 +159,7 @@ uintptr_t nv_gm_seg_page_addr(const struct nv_gm_seg *seg, int nseg, uint64_t pa
 struct nv_gm_region *nv_gm_region_of(netvm_gmem_t *g);
 
 /* pager_fault.c */
+uint64_t nv_gm_now_ns(void);   /* CLOCK_MONOTONIC, without the formatted logger's helpers */
 /* Serve one fault message with buf as the fetch buffer (a fault thread's
  * loop; the tests call it with messages of their own). */
 void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf);
@@ -174,8 +182,20 @@ int  nv_gm_publish(struct nv_gm_region *r, uint64_t p, uint32_t flags);
  * or is fetched again) and wakes its waiters. */
 void nv_gm_drop(struct nv_gm_region *r, uint64_t p, uint32_t flags);
 
+/* pager_shared.c: a shared region's reader drops pages a writer's sync
+ * changed (nv_gstore_inval_fn): resident ones leave the region now, ones
+ * being placed leave when placed; the next access fetches them anew. */
+uint64_t nv_gm_invalidate(void *region, uint64_t first, uint64_t n, int drop);
+/* Take the page at a out of a read-only region (no event, no copy). */
+void nv_gm_zap(struct nv_gm_region *r, uintptr_t a);
+
 /* pager_ra.c */
 void nv_gm_readahead(struct nv_gm_region *r, uint64_t page);
+/* A sequential read fault on page (the caller owns it: BUSY, reserved):
+ * fetch it as the first page of a read-ahead run, then read ahead past
+ * it; the fault is answered when the run is placed. 0: so done; -1: no
+ * buffer free or the call could not start, and the caller fetches it. */
+int  nv_gm_readahead_with(struct nv_gm_region *r, uint64_t page, uint64_t t0);
 /* Copy a resident page of the region that this thread has just
  * write-protected: the program's writes from then on wait in the kernel
  * until the page is unprotected, so the copy is whole (an ordering the

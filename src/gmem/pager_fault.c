@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t now_ns(void)
+uint64_t nv_gm_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -136,6 +136,15 @@ static void missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int writ
                 goto owned;
             continue;
         case NV_GM_RESIDENT:
+            if (r->read_only) {
+                /* a reader's region raises no REMOVE event (pager.h): the
+                 * program's own MADV_DONTNEED may have taken it; fetched
+                 * again (EEXIST if it was only placed after this fault) */
+                if (!__atomic_compare_exchange_n(&r->state[p], &s, NV_GM_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                    continue;
+                nv_gm_unreserve(r, 1);
+                goto owned;
+            }
             /* placed by another thread after this fault was raised */
             nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
             return;
@@ -155,6 +164,9 @@ owned:
     nv_gm_reserve(r);
     if (!r->store->ops->has(r->store, p)) {
         place_zero(r, p, addr, write);
+    } else if (!write && r->ra_window > 0 && (prev == p || p == __atomic_load_n(&r->ra_next, __ATOMIC_RELAXED)) &&
+               nv_gm_readahead_with(r, p, t0) == 0) {
+        return;   /* placed with its run, which wakes the fault */
     } else {
         netvm_status_t st = r->store->ops->fetch(r->store, p, buf);
         if (st == NETVM_ERR_NOTFOUND) {
@@ -171,7 +183,7 @@ owned:
                 nv_gm_publish(r, p, write ? NV_GM_DIRTY : 0);
                 if (write)  /* dirty before the writer runs: a sync from now on sees it */
                     nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
-                nv_gm_hist_add(&r->hist, now_ns() - t0);
+                nv_gm_hist_add(&r->hist, nv_gm_now_ns() - t0);
             } else if (e == -EEXIST) {
                 already(r, p, addr);
             } else {
@@ -228,7 +240,7 @@ static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
 
 void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = nv_gm_now_ns();
     uintptr_t addr = (uintptr_t)m->arg.pagefault.address & ~(uintptr_t)(NV_GM_PAGE - 1);
     pthread_rwlock_rdlock(&r->seg_lock);
     uint64_t p = nv_gm_seg_addr_page(r->seg, r->nseg, addr);

@@ -40,7 +40,9 @@ void nv_gm_drop(struct nv_gm_region *r, uint64_t p, uint32_t flags)
 {
     uintptr_t a = nv_gm_page_addr(r, p);
     unsigned char *slot = r->stage + NV_GM_STAGE * NV_GM_PAGE;
-    if (a) {
+    if (a && r->read_only) {
+        nv_gm_zap(r, a);
+    } else if (a) {
         /* out without an event on the region (pager.h) */
         pthread_mutex_lock(&r->drop_lock);
         if (nv_gm_uffd_move(r->stage_fd, (uintptr_t)slot, a, NV_GM_PAGE) == 0)

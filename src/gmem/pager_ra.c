@@ -57,14 +57,14 @@ static unsigned ra_grab(struct nv_gm_region *r, unsigned want, unsigned *slot)
 }
 
 /* Place page p from buffer slot (ok: it came) or leave it to its fault. */
-static void ra_place(struct nv_gm_region *r, uint64_t p, unsigned slot, int ok)
+static void ra_place(struct nv_gm_region *r, uint64_t p, unsigned slot, int ok, uint32_t flags)
 {
     uintptr_t a = nv_gm_page_addr(r, p);
     int e = -ENOENT;
     if (ok && a)
         e = nv_gm_uffd_copy(r->uffd, a, r->ra_buf + (size_t)slot * NV_GM_PAGE, NV_GM_PAGE, UFFDIO_COPY_MODE_WP);
     if (e == 0) {
-        nv_gm_publish(r, p, NV_GM_RA);
+        nv_gm_publish(r, p, flags);
         return;
     }
     if (e == -EEXIST) {
@@ -88,7 +88,7 @@ static void ra_place(struct nv_gm_region *r, uint64_t p, unsigned slot, int ok)
  * call and the mm's lock (~13 us here), which a page per call made the
  * scan's bound. Returns how many were placed; the rest go page by page
  * (ra_place: a page already there, a mapping that changed). */
-static unsigned ra_copy_run(struct nv_gm_region *r, uint64_t p, unsigned slot, unsigned k)
+static unsigned ra_copy_run(struct nv_gm_region *r, uint64_t p, unsigned slot, unsigned k, uint32_t first)
 {
     uintptr_t a = nv_gm_page_addr(r, p);
     if (k < 2 || !a)
@@ -100,7 +100,7 @@ static unsigned ra_copy_run(struct nv_gm_region *r, uint64_t p, unsigned slot, u
                              .len = (uint64_t)k * NV_GM_PAGE, .mode = UFFDIO_COPY_MODE_WP };
     unsigned placed = ioctl(r->uffd, UFFDIO_COPY, &c) == 0 ? k : c.copy > 0 ? (unsigned)(c.copy / NV_GM_PAGE) : 0;
     for (unsigned i = 0; i < placed; i++)
-        nv_gm_publish(r, p + i, NV_GM_RA);
+        nv_gm_publish(r, p + i, i ? NV_GM_RA : first);
     return placed;
 }
 
@@ -112,17 +112,21 @@ static void ra_done(void *arg, uint64_t got)
     struct nv_gm_ra_op *op = arg;
     struct nv_gm_region *r = op->r;
     unsigned slot = op->slot, n = op->n;
+    /* a fault's own page is no read-ahead: placed without the RA mark */
+    uint32_t first = op->fault ? 0 : NV_GM_RA;
+    if (op->fault && (got & 1))
+        nv_gm_hist_add(&r->hist, nv_gm_now_ns() - op->t0);
     for (unsigned i = 0; i < n;) {
         unsigned k = 0;
         while (i + k < n && (got >> (i + k) & 1))
             k++;
         if (!k) {
-            ra_place(r, op->page + i, slot + i, 0);
+            ra_place(r, op->page + i, slot + i, 0, i ? NV_GM_RA : first);
             i++;
             continue;
         }
-        for (unsigned j = ra_copy_run(r, op->page + i, slot + i, k); j < k; j++)
-            ra_place(r, op->page + i + j, slot + i + j, 1);
+        for (unsigned j = ra_copy_run(r, op->page + i, slot + i, k, i ? NV_GM_RA : first); j < k; j++)
+            ra_place(r, op->page + i + j, slot + i + j, 1, i + j ? NV_GM_RA : first);
         i += k;
     }
     ra_release(r, slot, n);
@@ -223,6 +227,7 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
         op->page = q;
         op->slot = slot;
         op->n = n;
+        op->fault = 0;
         __atomic_fetch_add(&r->c.ra_issued, n, __ATOMIC_RELAXED);
         if (r->store->ops->fetchn_nb(r->store, q, n, r->ra_buf + (size_t)slot * NV_GM_PAGE, ra_done, op) !=
             NETVM_OK) {
@@ -237,4 +242,36 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
     __atomic_store_n(&r->ra_next, q, __ATOMIC_RELAXED);
     if (q < end && __atomic_load_n(&r->resident, __ATOMIC_RELAXED) >= r->budget)
         ra_ask_room(r);
+}
+
+/* Why a sequential fault's own page rides in the first run: fetched by a
+ * call of its own, every window began with a round trip that the fault
+ * thread sat through before the run behind it was even asked for. */
+int nv_gm_readahead_with(struct nv_gm_region *r, uint64_t p, uint64_t t0)
+{
+    unsigned slot, want = r->npages - p < NV_GM_RA_RUN ? (unsigned)(r->npages - p) : NV_GM_RA_RUN;
+    unsigned k = ra_grab(r, want, &slot);
+    if (!k)
+        return -1;
+    int full = 0;
+    unsigned n = 1 + (k > 1 ? ra_claim(r, p + 1, k - 1, &full) : 0);
+    if (n < k)
+        ra_release(r, slot + n, k - n);
+    struct nv_gm_ra_op *op = &r->ra_op[slot];
+    op->r = r;
+    op->page = p;
+    op->slot = slot;
+    op->n = n;
+    op->fault = 1;
+    op->t0 = t0;
+    __atomic_fetch_add(&r->c.ra_issued, n - 1, __ATOMIC_RELAXED);
+    if (r->store->ops->fetchn_nb(r->store, p, n, r->ra_buf + (size_t)slot * NV_GM_PAGE, ra_done, op) != NETVM_OK) {
+        ra_unclaim(r, p + 1, n - 1);
+        ra_release(r, slot, n);
+        return -1;
+    }
+    __atomic_store_n(&r->ra_next, p + n, __ATOMIC_RELAXED);
+    if (!full)
+        nv_gm_readahead(r, p);
+    return 0;
 }

@@ -14,20 +14,39 @@
  * carry a status (netvm_status_t) and the arguments listed. A server
  * checks that a client's page calls name the client id bound to that
  * connection (NETVM_ERR_KEY otherwise); a peer that said HELLO as a server
- * may name any client id (moves and delegated GETs). */
+ * may name any client id (moves and delegated GETs).
+ *
+ * Shared regions (docs/gmem.md, "Shared regions"): a named region's pages
+ * are keyed (shared id, 0, page), where the shared id is a hash of the
+ * name with bit 63 set (NV_GM_SHARED_BIT); client ids never have that bit
+ * (HELLO refuses them), so no client can pass for a named region. A page
+ * call naming a shared id is served to a peer that opened that name here
+ * (SHARED_OPEN): GET and GETN to its readers and writer, PUT and FREE to
+ * its writer only (NETVM_ERR_RIGHTS otherwise, NETVM_ERR_KEY when it did
+ * not open it). Its pages are counted against the region's own length,
+ * not against any client's bound, and stay when its sharers leave or die,
+ * until a SHARED_REMOVE. */
 #ifndef NV_GMEM_PROTO_H
 #define NV_GMEM_PROTO_H
 
 #include "svc/rpc/rpc_svc.h"
 #include <netvm/gmem.h>
 
-#define NV_GM_VERSION 1
+/* 2: shared regions (SHARED_* ops, NOTICE INVALIDATE, client ids without
+ * NV_GM_SHARED_BIT, nv_gm_stat's shared fields). */
+#define NV_GM_VERSION 2
 #define NV_GM_PAGE    NETVM_GMEM_PAGE
 /* Pages one PUT may carry (a longer one is NETVM_ERR_INVAL). */
 #define NV_GM_PUT_MAX 1024u
 /* Pages one GETN may ask for: the reply's held-pages bitmap is one u64,
  * and 256 KiB is what the server copies into one reply buffer. */
 #define NV_GM_GETN_MAX 64u
+/* The bit that makes an id a named region's (never a client's). */
+#define NV_GM_SHARED_BIT (1ull << 63)
+/* A shared region's name: 1 .. NV_GM_NAME_MAX bytes, no NUL. */
+#define NV_GM_NAME_MAX 255u
+/* Clients one server lets map a name at once (the writer included). */
+#define NV_GM_SHARED_PEERS 64u
 
 enum {
     /* args [version, role (NV_GM_ROLE_*), client id (a server: its own server id)]
@@ -60,7 +79,9 @@ enum {
     /* server -> client (a procedure the client registers): args [kind (NV_GM_NOTICE_*),
      * server id, deadline ms]. DRAIN: the server shuts down at the deadline;
      * the client moves its pages elsewhere (fetching from it meanwhile works)
-     * and answers when done. */
+     * and answers when done. INVALIDATE: args [kind, server id, 0, shared id],
+     * payload the SHARED_SYNC's bitmap: the client drops its resident copies
+     * of those pages of that region, then answers. */
     NV_GM_NOTICE = 6,
     /* args [client id, region, first page, npages (1 .. NV_GM_GETN_MAX)]
      * reply payload npages * NV_GM_PAGE bytes, page first+i at i * NV_GM_PAGE;
@@ -70,11 +91,43 @@ enum {
      * must not use it and fetches it with GET (which follows a move). One
      * round trip for a read-ahead run instead of one per page. */
     NV_GM_GETN = 7,
+    /* args [shared id, npages, mode (NV_GM_SHARED_READ / _WRITE / _CACHE), placement hash, replicas];
+     * payload: the name. Opens the named region for the calling client on
+     * this server, making its record if none exists. The record keeps the
+     * name, npages, the hash of the server set the opener places pages on
+     * and R: a sharer naming other values gets NETVM_ERR_STATE (another
+     * name with the same id: NETVM_ERR_EXISTS). A second writer gets
+     * NETVM_ERR_BUSY. A client's opens end with SHARED_CLOSE or its death.
+     * reply args [pages of the region held here] */
+    NV_GM_SHARED_OPEN = 8,
+    /* args [shared id]: the calling client no longer maps it (a writer
+     * releases the name). reply args [] */
+    NV_GM_SHARED_CLOSE = 9,
+    /* args [shared id, npages]; payload: a bitmap of npages bits (u64
+     * words, little-endian), the pages the writer changed since its last
+     * SYNC. Only the region's writer. The server sends NOTICE INVALIDATE
+     * with the bitmap to every other client that has the name open here
+     * and answers once each one answered, left or died: after the reply no
+     * reader holds an old copy of a page of the bitmap. A reader that
+     * neither answers nor dies within the call's timeout makes it fail with
+     * NETVM_ERR_TIMEOUT. reply args [readers told] */
+    NV_GM_SHARED_SYNC = 10,
+    /* args [shared id]. Frees the region's pages and its record here.
+     * Any authenticated client may remove a name nobody has open here;
+     * NETVM_ERR_BUSY while someone has; NETVM_ERR_NOTFOUND: no such name.
+     * reply args [pages freed] */
+    NV_GM_SHARED_REMOVE = 11,
     NV_GM_NOPS
 };
 
 enum { NV_GM_ROLE_CLIENT = 0, NV_GM_ROLE_SERVER = 1, NV_GM_ROLE_OBSERVER = 2 /* netvm stat: STAT only */ };
-enum { NV_GM_NOTICE_DRAIN = 1 };
+enum { NV_GM_NOTICE_DRAIN = 1, NV_GM_NOTICE_INVALIDATE = 2 };
+/* CACHE: a file cache's region (gfile.h): its pages never change once
+ * stored (its name is the file's content), so every opener may PUT them,
+ * none writes otherwise, nothing is invalidated, and one client may open
+ * it more than once (one CLOSE each). A name is a cache or not for good. */
+enum { NV_GM_SHARED_READ = NETVM_GMEM_SHARED_READ, NV_GM_SHARED_WRITE = NETVM_GMEM_SHARED_WRITE,
+       NV_GM_SHARED_CACHE = 3 };
 
 /* What NV_GM_STAT answers (and `netvm stat ADDRESS` prints). */
 struct nv_gm_stat {
@@ -90,6 +143,8 @@ struct nv_gm_stat {
     uint64_t bytes_in, bytes_out;
     uint64_t uptime_ms;
     uint64_t draining;         /* 1 after SIGTERM */
+    uint64_t shared_regions;   /* named regions with a record here (version 2) */
+    uint64_t shared_pages;     /* of used_pages: those of named regions */
 };
 
 static inline unsigned nv_gm_k(unsigned op) { return NV_RPC_SVC_GMEM + op; }

@@ -134,7 +134,9 @@ static void region_free(struct nv_gm_region *r)
 static netvm_status_t open_uffds(struct nv_gm_region *r)
 {
     char why[512];
-    int fd = nv_gm_uffd_open(NV_GM_FEATURES_WANTED, &r->caps, why, sizeof why);
+    /* a reader's discards must raise no event (pager.h) */
+    uint64_t wanted = NV_GM_FEATURES_WANTED & ~(r->read_only ? (uint64_t)UFFD_FEATURE_EVENT_REMOVE : 0);
+    int fd = nv_gm_uffd_open(wanted, &r->caps, why, sizeof why);
     if (fd < 0) {
         nv_error("gmem: %s", why);
         return NETVM_ERR_UNSUPPORTED;
@@ -155,8 +157,10 @@ static netvm_status_t open_uffds(struct nv_gm_region *r)
     return NETVM_OK;
 }
 
-netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts, netvm_gmem_t **region,
-                              void **addr)
+/* A private region (name NULL), or a shared one opened in mode. */
+static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts, const char *name,
+                                 int mode, nv_gm_store_opener opener, void *opener_arg, netvm_gmem_t **region,
+                                 void **addr)
 {
     if (!len || !region || !addr)
         return NETVM_ERR_INVAL;
@@ -166,9 +170,17 @@ netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opt
         return st;
     if (!o.local && !ctx)
         return NETVM_ERR_INVAL;
+    if ((name || opener) && o.local) {
+        nv_error("gmem: shared region '%s': NETVM_GMEM_STORE=local keeps pages in this process; sharing needs "
+                 "memory servers", name ? name : "(a file cache)");
+        return NETVM_ERR_UNSUPPORTED;
+    }
     struct nv_gm_region *r = calloc(1, sizeof(struct netvm_gmem));
     if (!r)
         return NETVM_ERR_NOMEM;
+    r->read_only = (name && mode == NETVM_GMEM_SHARED_READ) || opener;
+    if (r->read_only)
+        o.write_policy = NETVM_GMEM_WRITE_BACK;   /* nothing is ever dirty */
     r->uffd = r->stage_fd = r->stop_fd = r->child_efd = -1;
     for (int i = 0; i < NV_GM_MAXCHILD; i++)
         r->child[i].fd = -1;
@@ -226,11 +238,19 @@ netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opt
         /* the fault threads call netvm beside the program: through a
          * context that allows it (own_ctx.h) */
         netvm_ctx_t *own = nv_gmem_own_ctx(ctx, &st);
-        if (own)
+        if (own && opener)
+            st = opener(opener_arg, own, r->npages, opts, &r->store);
+        else if (own && name)
+            st = nv_gstore_shared_open(own, name, r->npages, mode, opts, &r->store);   /* proto.h: same modes */
+        else if (own)
             st = nv_gstore_remote_open(own, r->npages, opts, &r->store);
     }
     if (st != NETVM_OK)
         goto fail;
+    if (r->read_only && mprotect(base, r->len, PROT_READ) != 0) {
+        st = NETVM_ERR_SYS;
+        goto fail;
+    }
     r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (r->stop_fd < 0) {
         st = NETVM_ERR_SYS;
@@ -250,6 +270,8 @@ netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opt
         goto fail;
     }
     nv_gm_fork_track(r, 1);
+    if (r->store->shared == NETVM_GMEM_SHARED_READ)   /* a cache's pages never change */
+        nv_gstore_shared_hook(r->store, nv_gm_invalidate, r);
     nv_debug("gmem: region of %llu pages at %p, budget %llu pages, read-ahead %d, %d fault threads, %s store",
              (unsigned long long)r->npages, base, (unsigned long long)r->budget, r->ra_window, r->nthreads,
              o.local ? "local" : "remote");
@@ -259,6 +281,36 @@ netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opt
 fail:
     region_free(r);
     return st;
+}
+
+netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts, netvm_gmem_t **region,
+                              void **addr)
+{
+    return map_region(ctx, len, opts, NULL, 0, NULL, NULL, region, addr);
+}
+
+netvm_status_t netvm_gmem_map_shared(netvm_ctx_t *ctx, const char *name, size_t len, int mode,
+                                     const netvm_gmem_opts_t *opts, netvm_gmem_t **region, void **addr)
+{
+    if (!ctx || !name || !*name || strlen(name) > NETVM_GMEM_NAME_MAX ||
+        (mode != NETVM_GMEM_SHARED_READ && mode != NETVM_GMEM_SHARED_WRITE))
+        return NETVM_ERR_INVAL;
+    return map_region(ctx, len, opts, name, mode, NULL, NULL, region, addr);
+}
+
+netvm_status_t nv_gm_region_map_with(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts,
+                                     nv_gm_store_opener opener, void *arg, netvm_gmem_t **region, void **addr)
+{
+    return map_region(ctx, len, opts, NULL, 0, opener, arg, region, addr);
+}
+
+netvm_status_t netvm_gmem_shared_remove(netvm_ctx_t *ctx, const char *name, const netvm_gmem_opts_t *opts)
+{
+    if (!ctx || !name || !*name || strlen(name) > NETVM_GMEM_NAME_MAX)
+        return NETVM_ERR_INVAL;
+    netvm_status_t st;
+    netvm_ctx_t *own = nv_gmem_own_ctx(ctx, &st);
+    return own ? nv_gstore_shared_remove(own, name, opts) : st;
 }
 
 netvm_status_t netvm_gmem_unmap(netvm_gmem_t *region)
@@ -273,6 +325,8 @@ netvm_status_t netvm_gmem_unmap(netvm_gmem_t *region)
         return NETVM_OK;
     }
     nv_gm_fork_track(r, 0);
+    if (r->store->shared == NETVM_GMEM_SHARED_READ)   /* no invalidation may touch it from now on */
+        nv_gstore_shared_hook(r->store, NULL, NULL);
     pthread_mutex_lock(&r->ev_lock);
     r->stopping = 1;
     pthread_cond_broadcast(&r->ev_cond);
@@ -300,7 +354,12 @@ netvm_status_t netvm_gmem_sync(netvm_gmem_t *region)
 {
     if (!region || region->r.forked_copy)
         return NETVM_ERR_INVAL;
-    return nv_gm_sync(&region->r);
+    if (region->r.read_only)
+        return NETVM_OK;   /* a reader writes nothing */
+    netvm_status_t st = nv_gm_sync(&region->r);
+    if (st == NETVM_OK && region->r.store->shared)
+        st = nv_gstore_shared_publish(region->r.store);
+    return st;
 }
 
 void *netvm_gmem_addr(const netvm_gmem_t *region)

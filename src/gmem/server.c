@@ -21,8 +21,10 @@ static void *srv_create(netvm_ctx_t *ctx)
         atomic_init(&s->binds[i].peer, NV_GM_BIND_FREE);
     pthread_mutex_init(&s->binds_lock, NULL);
     pthread_mutex_init(&s->clients_lock, NULL);
+    pthread_mutex_init(&s->shared_lock, NULL);
     pthread_mutex_init(&s->move_lock, NULL);
     pthread_cond_init(&s->move_cond, NULL);
+    pthread_mutex_init(&s->getn_lock, NULL);
     return s;
 }
 
@@ -32,6 +34,7 @@ static void srv_destroy(netvm_ctx_t *ctx, void *state)
     struct nv_gm_server *s = state;
     nv_gm_move_stop(s);
     nv_gm_table_fini(s);
+    nv_gm_shared_fini(s);
     while (s->clients) {
         struct nv_gm_client *c = s->clients;
         s->clients = c->next;
@@ -39,6 +42,7 @@ static void srv_destroy(netvm_ctx_t *ctx, void *state)
         free(c);
     }
     memset(s->cred_buf, 0, sizeof s->cred_buf);
+    free(s->getn_buf);
     free(s);
 }
 
@@ -95,6 +99,8 @@ void nv_gm_server_peer_down(struct nv_gm_server *s, int peer)
     struct nv_gm_bind b;
     if (!nv_gm_bind_remove(s, peer, &b) || b.role != NV_GM_ROLE_CLIENT)
         return;
+    /* its named regions stay; a writer's name is free again */
+    nv_gm_shared_peer_down(s, peer);
     /* a client that dies leaves no pages behind */
     struct nv_gm_client *c = b.client;
     uint64_t had = atomic_load_explicit(&c->pages, memory_order_relaxed);

@@ -73,6 +73,21 @@ struct nv_gm_bind {
 
 struct nv_gm_move;
 
+/* A named region's record (server_shared.c, proto.h SHARED_*): what its
+ * sharers must agree on, who has it open here, and the record of its
+ * pages (a client record no connection is bound to, so that no peer's
+ * death frees them). */
+struct nv_gm_shared {
+    uint64_t             id, npages, place_hash, replicas;
+    char                 name[NV_GM_NAME_MAX + 1];
+    int                  writer;                       /* peer, -1: none */
+    int                  cache;                        /* a file cache (NV_GM_SHARED_CACHE) */
+    int                  peers[NV_GM_SHARED_PEERS];    /* every peer that has it open, the writer too */
+    int                  npeers;
+    struct nv_gm_client *pages;
+    struct nv_gm_shared *next;
+};
+
 struct nv_gm_server {
     netvm_ctx_t        *ctx;
     netvm_listener_t   *lis;
@@ -110,6 +125,15 @@ struct nv_gm_server {
     struct nv_gm_move  *move_head, *move_tail;
     struct { char addr[64]; int peer; } dests[16];   /* destinations connected (move_lock) */
     int                 ndests;
+
+    pthread_mutex_t     shared_lock;   /* the named regions' records */
+    struct nv_gm_shared *shared;
+
+    /* GETN's reply buffer (NV_GM_GETN_MAX pages), kept: one malloc'd per
+     * call came back from the kernel as fresh pages to fault and zero each
+     * time. Taken with trylock; a call that finds it busy mallocs. */
+    pthread_mutex_t     getn_lock;
+    uint8_t            *getn_buf;
 
     _Atomic int         stopped, draining;
     uint64_t            drain_deadline_ns;
@@ -171,6 +195,17 @@ struct nv_gm_client *nv_gm_client_get(struct nv_gm_server *s, uint64_t id, int m
 
 /* --- server_proc.c: the procedures -------------------------------------- */
 netvm_status_t nv_gm_procs_register(struct nv_gm_server *s);
+
+/* --- server_shared.c: named regions ------------------------------------ */
+netvm_status_t nv_gm_shared_register(struct nv_gm_server *s);
+/* May peer make a page call naming shared id (write: PUT, FREE)? *c:
+ * the region's page record, *bound: its pages. */
+netvm_status_t nv_gm_shared_caller(struct nv_gm_server *s, int peer, uint64_t id, int write,
+                                   struct nv_gm_client **c, uint64_t *bound);
+/* peer left: it has nothing open any more (a writer releases its name) */
+void           nv_gm_shared_peer_down(struct nv_gm_server *s, int peer);
+void           nv_gm_shared_stat(struct nv_gm_server *s, uint64_t *regions, uint64_t *pages);
+void           nv_gm_shared_fini(struct nv_gm_server *s);
 
 /* --- server_move.c: moves and the worker -------------------------------- */
 int  nv_gm_proc_move(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg);

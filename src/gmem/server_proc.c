@@ -39,17 +39,21 @@ static int refuse(struct nv_gm_server *s, netvm_ctx_t *ctx, netvm_rpc_call_t *ca
 }
 
 /* Who may make a page call naming client id: the client bound to that id
- * on this connection, or a server. *c: the id's record (made for a server
+ * on this connection, a client that opened the named region of a shared
+ * id (write: as its writer), or a server. *c: the id's record (made for a server
  * moving pages in when make). */
 static netvm_status_t page_caller(struct nv_gm_server *s, const netvm_rpc_call_t *call, uint64_t id, int make,
-                                  struct nv_gm_bind *b, struct nv_gm_client **c)
+                                  int write, struct nv_gm_bind *b, struct nv_gm_client **c, uint64_t *bound)
 {
+    *bound = s->client_max;
     if (atomic_load_explicit(&s->stopped, memory_order_relaxed))
         return NETVM_ERR_STATE;
     if (!nv_gm_bind_find(s, call->peer, b))
         return NETVM_ERR_STATE;   /* no HELLO */
     if (b->role == NV_GM_ROLE_OBSERVER)
         return NETVM_ERR_RIGHTS;
+    if (b->role == NV_GM_ROLE_CLIENT && (id & NV_GM_SHARED_BIT))
+        return nv_gm_shared_caller(s, call->peer, id, write, c, bound);
     if (b->role == NV_GM_ROLE_CLIENT) {
         if (id != b->id)
             return NETVM_ERR_KEY;
@@ -68,6 +72,9 @@ static int proc_hello(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
     if (call->args[0] != NV_GM_VERSION)
         return refuse(s, ctx, call, NETVM_ERR_UNSUPPORTED);
     if (call->args[1] > NV_GM_ROLE_OBSERVER)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    /* a client id with the shared bit would pass for a named region's pages */
+    if (call->args[1] == NV_GM_ROLE_CLIENT && (call->args[2] & NV_GM_SHARED_BIT))
         return refuse(s, ctx, call, NETVM_ERR_INVAL);
     if (atomic_load_explicit(&s->stopped, memory_order_relaxed))
         return refuse(s, ctx, call, NETVM_ERR_STATE);
@@ -88,7 +95,8 @@ static int proc_put(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
         return refuse(s, ctx, call, NETVM_ERR_INVAL);
     struct nv_gm_bind b;
     struct nv_gm_client *c = NULL;
-    netvm_status_t st = page_caller(s, call, id, 1, &b, &c);
+    uint64_t bound;
+    netvm_status_t st = page_caller(s, call, id, 1, 1, &b, &c, &bound);
     if (st != NETVM_OK)
         return refuse(s, ctx, call, st);
     const uint8_t *src = call->payload;
@@ -110,7 +118,7 @@ static int proc_put(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
          * stale: the bound may then be passed by those few pages, and the
          * count of pages (c->pages) stays exact */
         if (atomic_load_explicit(&s->draining, memory_order_relaxed) ||
-            atomic_load_explicit(&c->pages, memory_order_relaxed) + missing > s->client_max ||
+            atomic_load_explicit(&c->pages, memory_order_relaxed) + missing > bound ||
             nv_gm_slots_take(s, slots, missing) != 0)
             return refuse(s, ctx, call, NETVM_ERR_NOMEM);
     }
@@ -156,7 +164,8 @@ static int proc_get(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
         return refuse(s, ctx, call, NETVM_ERR_INVAL);
     struct nv_gm_bind b;
     struct nv_gm_client *c;
-    netvm_status_t st = page_caller(s, call, call->args[0], 0, &b, &c);
+    uint64_t bound;
+    netvm_status_t st = page_caller(s, call, call->args[0], 0, 0, &b, &c, &bound);
     if (st != NETVM_OK)
         return refuse(s, ctx, call, st);
     struct nv_gm_key k = { call->args[0], call->args[1], call->args[2] };
@@ -219,16 +228,26 @@ static int proc_getn(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
         return refuse(s, ctx, call, NETVM_ERR_INVAL);
     struct nv_gm_bind b;
     struct nv_gm_client *c;
-    netvm_status_t st = page_caller(s, call, call->args[0], 0, &b, &c);
+    uint64_t bound;
+    netvm_status_t st = page_caller(s, call, call->args[0], 0, 0, &b, &c, &bound);
     if (st != NETVM_OK)
         return refuse(s, ctx, call, st);
-    uint8_t *out = malloc(n * NV_GM_PAGE);
-    if (!out)
+    int mine = pthread_mutex_trylock(&s->getn_lock) == 0;
+    if (mine && !s->getn_buf)
+        s->getn_buf = malloc((size_t)NV_GM_GETN_MAX * NV_GM_PAGE);
+    uint8_t *out = mine && s->getn_buf ? s->getn_buf : malloc(n * NV_GM_PAGE);
+    if (!out) {
+        if (mine)
+            pthread_mutex_unlock(&s->getn_lock);
         return refuse(s, ctx, call, NETVM_ERR_NOMEM);
+    }
     uint64_t held = getn_copy(s, call->args, n, out);
     uint64_t a[1] = { held };
-    netvm_rpc_reply(ctx, &call->token, NETVM_OK, a, 1, out, n * NV_GM_PAGE);
-    free(out);   /* the reply copied it (NV_AMS_COPY) */
+    netvm_rpc_reply(ctx, &call->token, NETVM_OK, a, 1, out, n * NV_GM_PAGE);   /* copies it (NV_AMS_COPY) */
+    if (out != s->getn_buf)
+        free(out);
+    if (mine)
+        pthread_mutex_unlock(&s->getn_lock);
     count(&s->gets, 1);
     count(&s->bytes_out, (uint64_t)__builtin_popcountll(held) * NV_GM_PAGE);
     return NETVM_RPC_DONE;
@@ -241,7 +260,8 @@ static int proc_free(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
         return refuse(s, ctx, call, NETVM_ERR_INVAL);
     struct nv_gm_bind b;
     struct nv_gm_client *c = NULL;
-    netvm_status_t st = page_caller(s, call, call->args[0], 0, &b, &c);
+    uint64_t bound;
+    netvm_status_t st = page_caller(s, call, call->args[0], 0, 1, &b, &c, &bound);
     if (st != NETVM_OK)
         return refuse(s, ctx, call, st);
     uint64_t region = call->args[1], first = call->args[2], n = call->args[3];
@@ -275,6 +295,7 @@ void nv_gm_server_stat(struct nv_gm_server *s, struct nv_gm_stat *st)
     st->bytes_out = atomic_load_explicit(&s->bytes_out, memory_order_relaxed);
     st->uptime_ms = (nv_now_ns() - s->start_ns) / 1000000u;
     st->draining = (uint64_t)atomic_load_explicit(&s->draining, memory_order_relaxed);
+    nv_gm_shared_stat(s, &st->shared_regions, &st->shared_pages);
 }
 
 static int proc_stat(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
@@ -301,5 +322,5 @@ netvm_status_t nv_gm_procs_register(struct nv_gm_server *s)
         if (st != NETVM_OK)
             return st;
     }
-    return NETVM_OK;
+    return nv_gm_shared_register(s);
 }

@@ -20,7 +20,8 @@ static void *set_create(netvm_ctx_t *ctx)
     if (!g)
         return NULL;
     g->ctx = ctx;
-    if (!(g->client_id = nv_random_key())) {
+    /* the shared bit names regions, never clients (proto.h) */
+    if (!(g->client_id = nv_random_key() & ~NV_GM_SHARED_BIT)) {
         nv_error("gmem: no random client id from the kernel");
         free(g);
         return NULL;
@@ -285,11 +286,21 @@ int nv_gm_place(struct nv_gm_servers *g, uint64_t region, uint64_t extent, uint8
 }
 
 /* A server says it is shutting down: take its pages elsewhere (the
- * monitor does, reading from it meanwhile) and answer when they are off. */
+ * monitor does, reading from it meanwhile) and answer when they are off.
+ * Or a shared region's writer synced: drop the pages it wrote, then
+ * answer (store_shared.c). */
 static int notice_proc(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
 {
     struct nv_gm_servers *g = arg;
     int idx = nv_gm_srv_by_peer(g, call->peer);
+    if (call->nargs >= 4 && call->args[0] == NV_GM_NOTICE_INVALIDATE && idx >= 0) {
+        netvm_status_t st;
+        if (nv_gm_shared_invalidate(g, &call->token, call->args[3], call->payload, call->len, &st))
+            netvm_rpc_reply(ctx, &call->token, st, NULL, 0, NULL, 0);
+        else
+            nv_gm_monitor_kick(g);
+        return NETVM_RPC_DONE;
+    }
     if (call->nargs < 1 || call->args[0] != NV_GM_NOTICE_DRAIN || idx < 0) {
         netvm_rpc_reply(ctx, &call->token, idx < 0 ? NETVM_ERR_NOTFOUND : NETVM_ERR_INVAL, NULL, 0, NULL, 0);
         return NETVM_RPC_DONE;

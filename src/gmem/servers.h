@@ -74,6 +74,8 @@ struct nv_gm_servers {
     pthread_mutex_t     lock;                 /* regions, monitor wake-ups */
     pthread_cond_t      cond;
     struct nv_gstore_remote *regions;
+    struct nv_gstore_remote *shared;          /* shared regions open (store_shared.c), lock */
+    struct nv_gm_inval_wait *inval_waits;     /* INVALIDATE notices kept until their pages are out, lock */
     int                 monitor_started, stopping, kick;
     pthread_t           monitor;
 };
@@ -107,6 +109,20 @@ void nv_gm_region_remove(struct nv_gm_servers *g, struct nv_gstore_remote *r);
 void nv_gm_monitor_kick(struct nv_gm_servers *g);
 netvm_status_t nv_gm_monitor_start(struct nv_gm_servers *g);
 void nv_gm_monitor_stop(struct nv_gm_servers *g);
+
+/* A NOTICE INVALIDATE for shared region id: its pages in bitmap (len
+ * bytes) leave the region of this context mapping it, before this returns
+ * (store_shared.c). NETVM_ERR_NOTFOUND: not mapped here. */
+/* A NOTICE INVALIDATE for shared region id: its pages in bitmap leave
+ * the region. The answer waits for the pages whose fetch was in flight
+ * (it may carry the old contents): the notice is answered at once when
+ * none is (1 returned, *st the answer), else kept and answered by the
+ * monitor once they are placed and dropped (0 returned). */
+int  nv_gm_shared_invalidate(struct nv_gm_servers *g, const netvm_am_token_t *token, uint64_t id,
+                             const void *bitmap, size_t len, netvm_status_t *st);
+/* The monitor: answer the kept notices whose pages are all out; 1 if some
+ * still wait. all: answer every one (the monitor stops). */
+int  nv_gm_shared_answer_waits(struct nv_gm_servers *g, int all);
 
 /* Embedded servers (servers_embedded.c): start n `netvm memd` on loopback
  * with g's credential, connect to each. */

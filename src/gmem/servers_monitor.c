@@ -158,18 +158,30 @@ static void *monitor_main(void *arg)
         tick_ms = 5;
     if (tick_ms > 250)
         tick_ms = 250;
+    int waits = 0;
     pthread_mutex_lock(&g->lock);
     while (!g->stopping) {
         if (!g->kick) {
+            /* a kept INVALIDATE is looked at again soon: a writer's sync
+             * waits for it */
             struct timespec t;
             clock_gettime(CLOCK_REALTIME, &t);
-            t.tv_nsec += tick_ms * 1000000L;
+            t.tv_nsec += waits ? 100000L : tick_ms * 1000000L;
             t.tv_sec += t.tv_nsec / 1000000000L;
             t.tv_nsec %= 1000000000L;
             pthread_cond_timedwait(&g->cond, &g->lock, &t);
         }
         g->kick = 0;
-        if (g->stopping || !g->regions)
+        if (g->stopping)
+            continue;
+        if (g->inval_waits) {
+            pthread_mutex_unlock(&g->lock);
+            waits = nv_gm_shared_answer_waits(g, 0);
+            pthread_mutex_lock(&g->lock);
+        } else {
+            waits = 0;
+        }
+        if (!g->regions)
             continue;
         pthread_mutex_unlock(&g->lock);
         watch_servers(g);
@@ -196,12 +208,15 @@ netvm_status_t nv_gm_monitor_start(struct nv_gm_servers *g)
 
 void nv_gm_monitor_stop(struct nv_gm_servers *g)
 {
-    if (!g->monitor_started)
+    if (!g->monitor_started) {
+        nv_gm_shared_answer_waits(g, 1);
         return;
+    }
     pthread_mutex_lock(&g->lock);
     g->stopping = 1;
     pthread_cond_signal(&g->cond);
     pthread_mutex_unlock(&g->lock);
     pthread_join(g->monitor, NULL);
     g->monitor_started = 0;
+    nv_gm_shared_answer_waits(g, 1);
 }

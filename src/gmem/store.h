@@ -70,6 +70,7 @@ struct nv_gstore_ops {
 
 struct nv_gstore {
     const struct nv_gstore_ops *ops;
+    int shared;   /* 0: a private region's store; a shared one's: NV_GM_SHARED_READ or _WRITE */
     /* counted by the store, read by netvm_gmem_stats */
     uint64_t bytes_in, bytes_out, writebacks, remote_fetches;   /* __atomic */
 };
@@ -78,5 +79,49 @@ struct nv_gstore {
 netvm_status_t nv_gstore_remote_open(netvm_ctx_t *ctx, uint64_t npages, const netvm_gmem_opts_t *opts,
                                      struct nv_gstore **s);
 netvm_status_t nv_gstore_local_open(uint64_t npages, struct nv_gstore **s);
+
+/* A shared region's store (store_shared.c, docs/gmem.md "Shared regions"):
+ * named, mapped by several clients, one writer (mode NV_GM_SHARED_WRITE)
+ * and readers. NETVM_ERR_BUSY: the name has a writer; NETVM_ERR_STATE: it
+ * exists with another length, R or server set. */
+netvm_status_t nv_gstore_shared_open(netvm_ctx_t *ctx, const char *name, uint64_t npages, int mode,
+                                     const netvm_gmem_opts_t *opts, struct nv_gstore **s);
+/* A read-only region over a store of the caller's (region.c): opener
+ * opens it on own, the context network memory uses. The file cache's
+ * mappings (gfile.c) are made so. */
+typedef netvm_status_t (*nv_gm_store_opener)(void *arg, netvm_ctx_t *own, uint64_t npages,
+                                             const netvm_gmem_opts_t *opts, struct nv_gstore **s);
+netvm_status_t nv_gm_region_map_with(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opts_t *opts,
+                                     nv_gm_store_opener opener, void *arg, netvm_gmem_t **region, void **addr);
+/* Pages [first, first + n) of such a region now show other data (a
+ * window moved): their local copies leave, and read-ahead starts at first
+ * (pager_shared.c). */
+void nv_gm_region_refetch(netvm_gmem_t *region, uint64_t first, uint64_t n);
+
+/* A file cache's store (store_gfile.c): a shared region in mode
+ * NV_GM_SHARED_CACHE whose pages missing from the servers are read from
+ * src's file (and stored for the next reader). */
+struct nv_gm_cache_src;
+netvm_status_t nv_gstore_cache_open(netvm_ctx_t *ctx, const char *name, uint64_t npages, int mode,
+                                    const struct nv_gm_cache_src *src, const netvm_gmem_opts_t *opts,
+                                    struct nv_gstore **s);
+/* Read pages [first, first + n) of a cache store's file into buf (n
+ * pages, the part past the end zeros) and store them on the servers
+ * without waiting. */
+netvm_status_t nv_gm_cache_fill(struct nv_gstore *s, uint64_t first, uint64_t n, void *buf);
+/* Where a reader's store drops pages a writer's sync invalidated: fn runs
+ * in the progress engine, must not block, and (drop) must have taken the
+ * resident pages out of the region when it returns. It returns the pages
+ * of the range still being fetched: their fetch may carry the old
+ * contents, and they leave when placed, so the store answers the sync
+ * only once none is left (fn with drop 0 counts them). fn NULL: none
+ * (before the region is freed). */
+typedef uint64_t (*nv_gstore_inval_fn)(void *arg, uint64_t first, uint64_t n, int drop);
+void           nv_gstore_shared_hook(struct nv_gstore *s, nv_gstore_inval_fn fn, void *arg);
+/* The writer's half of a sync, after its dirty pages are stored: every
+ * reader drops its copies of the pages written since the last one. */
+netvm_status_t nv_gstore_shared_publish(struct nv_gstore *s);
+/* Free a name's pages and records on the servers (nobody may map it). */
+netvm_status_t nv_gstore_shared_remove(netvm_ctx_t *ctx, const char *name, const netvm_gmem_opts_t *opts);
 
 #endif

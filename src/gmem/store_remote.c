@@ -37,7 +37,7 @@ void nv_gm_free_at(struct nv_gstore_remote *r, int idx, uint64_t first, uint64_t
     netvm_rpc_handle_t *h;
     if (netvm_rpc_begin(g->ctx, &h) != NETVM_OK)
         return;   /* the server frees the pages when this client leaves */
-    uint64_t args[4] = { g->client_id, r->region, first, n };
+    uint64_t args[4] = { r->owner, r->region, first, n };
     nv_rpc_svc_issue(h, g->srv[idx].peer, nv_gm_k(NV_GM_FREE), args, 4, NULL, 0, NULL, 0, r->timeout_ms);
     netvm_rpc_drop(h);
 }
@@ -48,7 +48,7 @@ int nv_gm_has(struct nv_gstore *s, uint64_t page)
     return page < r->npages && nv_gm_e_state(atomic_load_explicit(&r->dir[page], memory_order_acquire)) != NV_GM_PG_NONE;
 }
 
-static void rs_discard(struct nv_gstore *s, uint64_t first, uint64_t n)
+void nv_gm_discard(struct nv_gstore *s, uint64_t first, uint64_t n)
 {
     struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
     if (first >= r->npages)
@@ -77,7 +77,7 @@ static void rs_discard(struct nv_gstore *s, uint64_t first, uint64_t n)
             nv_gm_free_at(r, i, first, n);
 }
 
-static void rs_health(struct nv_gstore *s, netvm_gmem_health_t *h)
+void nv_gm_health(struct nv_gstore *s, netvm_gmem_health_t *h)
 {
     struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
     struct nv_gm_servers *g = r->g;
@@ -118,7 +118,7 @@ static void rs_close(struct nv_gstore *s)
     /* free the region everywhere and wait for it, so that an unmap leaves
      * the servers clean when it returns */
     int n = atomic_load_explicit(&g->nservers, memory_order_acquire);
-    uint64_t args[4] = { g->client_id, r->region, 0, UINT64_MAX };
+    uint64_t args[4] = { r->owner, r->region, 0, UINT64_MAX };
     for (int i = 0; i < n; i++) {
         int st = atomic_load(&g->srv[i].state);
         if (st == NV_GM_SRV_REMOVED || st == NV_GM_SRV_DEAD)
@@ -140,12 +140,12 @@ static const struct nv_gstore_ops remote_ops = {
     .fetch_nb = nv_gm_fetch_nb,
     .fetchn_nb = nv_gm_fetchn_nb,
     .store_nb = nv_gm_store_nb,
-    .discard = rs_discard,
-    .health = rs_health,
+    .discard = nv_gm_discard,
+    .health = nv_gm_health,
     .close = rs_close,
 };
 
-static netvm_status_t pick_replicas(struct nv_gm_servers *g, const netvm_gmem_opts_t *opts, uint64_t npages, int *rp)
+netvm_status_t nv_gm_pick_replicas(struct nv_gm_servers *g, const netvm_gmem_opts_t *opts, uint64_t npages, int *rp)
 {
     int avail = nv_gm_servers_placeable_count(g);
     int r = opts && opts->replicas > 0 ? opts->replicas : (int)nv_config_long("NETVM_GMEM_REPLICAS", 0, NV_GM_RMAX);
@@ -185,7 +185,7 @@ netvm_status_t nv_gstore_remote_open(netvm_ctx_t *ctx, uint64_t npages, const ne
     if (!g)
         return st;
     int replicas;
-    if ((st = pick_replicas(g, opts, npages, &replicas)) != NETVM_OK)
+    if ((st = nv_gm_pick_replicas(g, opts, npages, &replicas)) != NETVM_OK)
         return st;
     struct nv_gstore_remote *r = calloc(1, sizeof *r);
     if (!r || !(r->dir = malloc(npages * sizeof *r->dir))) {
@@ -196,6 +196,7 @@ netvm_status_t nv_gstore_remote_open(netvm_ctx_t *ctx, uint64_t npages, const ne
         atomic_init(&r->dir[p], 0xFFFFFFFF00000000ull);
     r->base.ops = &remote_ops;
     r->g = g;
+    r->owner = g->client_id;
     r->region = __atomic_fetch_add(&g->next_region, 1, __ATOMIC_RELAXED);
     r->npages = npages;
     r->replicas = replicas;

@@ -47,10 +47,33 @@ static inline int nv_gm_e_holds(uint64_t e, unsigned idx)
     return 0;
 }
 
+/* A shared region's store (store_shared.c): the pages a writer changed
+ * since its last sync, and where its readers drop invalidated pages. */
+/* Where a file cache's missing pages come from (store_gfile.c). */
+struct nv_gm_cache_src {
+    int               fd;
+    uint64_t          size;            /* bytes; the last page is padded with zeros */
+    _Atomic uint64_t *file_reads;      /* pages read from the file (the file handle's counters) */
+    _Atomic uint64_t *file_bytes;
+};
+
+struct nv_gm_shared_store {
+    int                 mode;          /* NV_GM_SHARED_READ / _WRITE / _CACHE */
+    struct nv_gm_cache_src src;        /* a cache's file */
+    _Atomic uint64_t    filling;       /* a cache's pages being stored (store_gfile.c) */
+    char                name[NV_GM_NAME_MAX + 1];
+    _Atomic uint64_t   *written;       /* writer: a bit per page, set when a store or discard is issued */
+    nv_gstore_inval_fn  inval;         /* reader: the pager's, under g->lock */
+    void               *inval_arg;
+    struct nv_gstore_remote *next;     /* in g->shared */
+};
+
 struct nv_gstore_remote {
     struct nv_gstore      base;
     struct nv_gm_servers *g;
-    uint64_t              region;     /* this client's region id */
+    uint64_t              owner;      /* the id its pages are keyed by: the client id, or a shared id */
+    uint64_t              region;     /* the owner's region id (0 for a shared region) */
+    struct nv_gm_shared_store *shared;   /* NULL: a private region */
     uint64_t              npages;
     int                   replicas;
     int                   timeout_ms;
@@ -72,6 +95,25 @@ netvm_status_t nv_gm_fetchn_nb(struct nv_gstore *s, uint64_t first, uint64_t n, 
                                nv_gstore_ndone_fn done, void *arg);
 netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
                               nv_gstore_done_fn done, void *arg);
+
+/* The shared store's operations that a file cache's store reuses. */
+int            nv_gm_sh_has(struct nv_gstore *s, uint64_t page);
+netvm_status_t nv_gm_sh_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
+                                 nv_gstore_done_fn done, void *arg);
+void           nv_gm_sh_discard(struct nv_gstore *s, uint64_t first, uint64_t n);
+void           nv_gm_sh_close(struct nv_gstore *s);
+extern const struct nv_gstore_ops nv_gm_cache_ops;   /* store_gfile.c */
+
+/* A shared region's id: a hash of its name with NV_GM_SHARED_BIT. */
+uint64_t nv_gm_shared_id(const char *name);
+
+/* The private store's discard and health, which shared stores reuse. */
+void nv_gm_discard(struct nv_gstore *s, uint64_t first, uint64_t n);
+void nv_gm_health(struct nv_gstore *s, netvm_gmem_health_t *h);
+
+/* R for a region of npages (opts, NETVM_GMEM_REPLICAS, the default) and
+ * whether the servers can take it. */
+netvm_status_t nv_gm_pick_replicas(struct nv_gm_servers *g, const netvm_gmem_opts_t *opts, uint64_t npages, int *rp);
 
 /* FREE pages at server idx without waiting. */
 void nv_gm_free_at(struct nv_gstore_remote *r, int idx, uint64_t first, uint64_t n);

@@ -63,10 +63,10 @@ netvm_status_t nv_gm_fetch(struct nv_gstore *s, uint64_t page, void *buf)
         if (nv_gm_e_state(e) == NV_GM_PG_LOST)
             return NETVM_ERR_PEER;
         uint8_t order[NV_GM_RMAX];
-        int n = read_order(g, e, order);
+        int n = read_order(g, e, order), notfound = 0;
         for (int i = 0; i < n; i++) {
             int x = order[i];
-            uint64_t args[3] = { g->client_id, r->region, page };
+            uint64_t args[3] = { r->owner, r->region, page };
             netvm_rpc_result_t res;
             netvm_status_t st = nv_rpc_svc_call(g->ctx, g->srv[x].peer, nv_gm_k(NV_GM_GET), args, 3, NULL, 0, buf,
                                                 NV_GM_PAGE, r->timeout_ms, &res);
@@ -78,7 +78,13 @@ netvm_status_t nv_gm_fetch(struct nv_gstore *s, uint64_t page, void *buf)
                 count_in(r);
                 return NETVM_OK;
             }
+            notfound += st == NETVM_ERR_NOTFOUND;
         }
+        /* a shared region's directory names where a page would be, not
+         * whether its writer ever stored it: held nowhere, it reads as
+         * zeros (store_shared.c) */
+        if (r->shared && n && notfound == n)
+            return NETVM_ERR_NOTFOUND;
         if (atomic_load_explicit(&r->dir[page], memory_order_acquire) == e)
             break;
     }
@@ -112,7 +118,7 @@ static int issue_next(struct fetch_op *op)
             return 0;
         netvm_rpc_push(h, fetch_cont, op);
         op->asked = x;
-        uint64_t args[3] = { g->client_id, op->r->region, op->page };
+        uint64_t args[3] = { op->r->owner, op->r->region, op->page };
         if (nv_rpc_svc_issue(h, g->srv[x].peer, nv_gm_k(NV_GM_GET), args, 3, NULL, 0, op->buf, NV_GM_PAGE,
                              op->r->timeout_ms) != NETVM_OK) {
             netvm_rpc_drop(h);
@@ -273,7 +279,10 @@ static int getn_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
         __atomic_fetch_add(&op->r->base.remote_fetches, k, __ATOMIC_RELAXED);
         atomic_fetch_or_explicit(&op->got, held << (p->first - op->first), memory_order_acq_rel);
     }
-    fetch_rest(p, held);
+    /* a file cache's page the holder lacks is not cached: the caller reads
+     * the file rather than ask every replica (store_gfile.c) */
+    if (st != NETVM_OK || !op->r->shared || op->r->shared->mode != NV_GM_SHARED_CACHE)
+        fetch_rest(p, held);
     free(p);
     fetchn_part_done(op);
     return NETVM_RPC_DONE;
@@ -294,7 +303,7 @@ static void issue_getn(struct fetchn_op *op, uint64_t first, uint64_t n, uint64_
         p->asked = order[0];
         netvm_rpc_push(h, getn_cont, p);
         atomic_fetch_add_explicit(&op->parts, 1, memory_order_relaxed);
-        uint64_t args[4] = { g->client_id, op->r->region, first, n };
+        uint64_t args[4] = { op->r->owner, op->r->region, first, n };
         netvm_status_t st = nv_rpc_svc_issue(h, g->srv[p->asked].peer, nv_gm_k(NV_GM_GETN), args, 4, NULL, 0,
                                              op->buf + (first - op->first) * NV_GM_PAGE, n * NV_GM_PAGE,
                                              op->r->timeout_ms);

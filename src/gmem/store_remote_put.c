@@ -142,7 +142,7 @@ static int issue_copy(struct put_copy *cp)
             return 0;
         netvm_rpc_push(h, put_cont, cp);
         cp->server = x;
-        uint64_t args[4] = { g->client_id, op->r->region, c->first, c->n };
+        uint64_t args[4] = { op->r->owner, op->r->region, c->first, c->n };
         netvm_status_t st = nv_rpc_svc_issue(h, g->srv[x].peer, nv_gm_k(NV_GM_PUT), args, 4,
                                              op->buf + (c->first - op->page) * NV_GM_PAGE, c->n * NV_GM_PAGE, NULL, 0,
                                              op->r->timeout_ms);
@@ -211,7 +211,9 @@ netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, co
         uint64_t ext = first_ext + (uint64_t)ci, lo = ext * NV_GM_EXTENT, hi = lo + NV_GM_EXTENT;
         c->first = lo > page ? lo : page;
         c->n = (hi < page + n ? hi : page + n) - c->first;
-        c->norder = nv_gm_place(r->g, r->region, ext, c->order, NV_GM_MAX_SERVERS);
+        /* a shared region's pages are placed by its id: every sharer's
+         * directory computes the same holders (store_shared.c) */
+        c->norder = nv_gm_place(r->g, r->shared ? r->owner : r->region, ext, c->order, NV_GM_MAX_SERVERS);
     }
     /* every copy is counted in pending before the first is sent, since a
      * fast answer may settle the op while we still issue */

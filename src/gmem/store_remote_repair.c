@@ -83,7 +83,7 @@ static int repair_page(struct nv_gstore_remote *r, uint64_t p, void *buf, uint64
         if (nv_gm_e_holds(e, order[j]))
             continue;
         for (int s = 0; !fetched && s < nsrc; s++) {
-            uint64_t a[3] = { g->client_id, r->region, p };
+            uint64_t a[3] = { r->owner, r->region, p };
             netvm_rpc_result_t res;
             netvm_status_t st = nv_rpc_svc_call(g->ctx, g->srv[src[s]].peer, nv_gm_k(NV_GM_GET), a, 3, NULL, 0, buf,
                                                 NV_GM_PAGE, r->timeout_ms, &res);
@@ -94,7 +94,7 @@ static int repair_page(struct nv_gstore_remote *r, uint64_t p, void *buf, uint64
             ok = 0;
             break;
         }
-        uint64_t a[4] = { g->client_id, r->region, p, 1 };
+        uint64_t a[4] = { r->owner, r->region, p, 1 };
         netvm_status_t st = nv_rpc_svc_call(g->ctx, g->srv[order[j]].peer, nv_gm_k(NV_GM_PUT), a, 4, buf, NV_GM_PAGE,
                                             NULL, 0, r->timeout_ms, NULL);
         nv_gm_srv_report(g, order[j], st);

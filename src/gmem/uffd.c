@@ -156,3 +156,15 @@ int nv_gm_uffd_move(int fd, uintptr_t dst, uintptr_t src, size_t len)
         return 0;
     return m.move < 0 ? (int)m.move : -errno;
 }
+
+int nv_gm_uffd_move_run(int fd, uintptr_t dst, uintptr_t src, size_t len, size_t *moved)
+{
+    struct uffdio_move m = { .dst = dst, .src = src, .len = len, .mode = 0 };
+    if (ioctl(fd, UFFDIO_MOVE, &m) == 0) {
+        *moved = len;
+        return 0;
+    }
+    int e = errno;
+    *moved = m.move > 0 ? (size_t)m.move : 0;
+    return m.move < 0 ? (int)m.move : -e;
+}

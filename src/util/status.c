@@ -21,6 +21,7 @@ static const char *const messages[NETVM_STATUS_COUNT] = {
     [NETVM_ERR_STATE]       = "wrong state for this call (a blocking call inside a handler?)",
     [NETVM_ERR_AGAIN]       = "not now: events already wait, a queue or listener is full",
     [NETVM_ERR_AUTH]        = "authentication failed (wrong job secret or credential)",
+    [NETVM_ERR_BUSY]        = "held by another (a shared region's writer, or a name still mapped)",
 };
 
 const char *netvm_strerror(netvm_status_t status)

@@ -248,6 +248,9 @@ static void case_kill(void)
     gs_signal(&srv[1], SIGKILL);
     gs_reap(&srv[1]);
     check_all(s, 1);
+    /* the loss noticed first: until then nothing counts as degraded (the
+     * reads above need not have asked the dead server anything) */
+    EVENTUALLY(health(s).servers_alive == 2);
     EVENTUALLY(health(s).pages_degraded == 0);
     netvm_gmem_health_t h = health(s);
     CHECK(h.pages_lost == 0 && h.pages_stored == npages && h.servers_alive == 2);

@@ -14,6 +14,11 @@
  *                   (answered by ADDR2), one put back
  * drain ADDR N      put N pages, say READY, answer the DRAIN notice, say
  *                   NOTICE <kind> <deadline>, leave
+ * shared ADDR       the SHARED_* calls: refusals (no open, another length,
+ *                   set or name, a second writer, a reader's PUT/FREE/SYNC,
+ *                   removing a name open), the region's own bound, a sync's
+ *                   NOTICE INVALIDATE, the writer's leaving frees the name
+ *                   and keeps the pages, removal frees them
  * getrate ADDR N    (a measurement, not a test) N GETs of 1024 pages:
  *                   GET round trip median and rate */
 #define _GNU_SOURCE
@@ -300,6 +305,103 @@ static void sc_drain(const char *addr, uint64_t n)
         ;
 }
 
+/* --- shared regions ------------------------------------------------------- */
+
+static volatile int invalidations;   /* NOTICE INVALIDATE received */
+static volatile uint64_t inval_bits; /* their bitmaps' first words, or'ed */
+
+static int on_invalidate(netvm_ctx_t *c, netvm_rpc_call_t *cl, void *arg)
+{
+    (void)arg;
+    if (cl->nargs >= 4 && cl->args[0] == NV_GM_NOTICE_INVALIDATE && cl->len >= 8) {
+        uint64_t w;
+        memcpy(&w, cl->payload, 8);
+        __atomic_fetch_or(&inval_bits, w, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&invalidations, 1, __ATOMIC_RELEASE);
+    }
+    netvm_rpc_reply(c, &cl->token, NETVM_OK, NULL, 0, NULL, 0);
+    return NETVM_RPC_DONE;
+}
+
+static netvm_status_t sh_open(int peer, uint64_t sid, uint64_t npages, uint64_t mode, uint64_t hash,
+                              const char *name)
+{
+    uint64_t a[5] = { sid, npages, mode, hash, 1 };
+    return call(peer, NV_GM_SHARED_OPEN, a, 5, name, strlen(name), NULL, 0, NULL);
+}
+
+static netvm_status_t sh_op(int peer, unsigned op, uint64_t sid, netvm_rpc_result_t *res)
+{
+    uint64_t a[1] = { sid };
+    return call(peer, op, a, 1, NULL, 0, NULL, 0, res);
+}
+
+/* The SHARED_* calls at the protocol's level: who may do what with a name. */
+static void sc_shared(const char *addr)
+{
+    CHECK_OK(nv_rpc_svc_register(ctx, nv_gm_k(NV_GM_NOTICE), on_invalidate, NULL));
+    const uint64_t sid = NV_GM_SHARED_BIT | 0x5151, hash = 77;
+    /* a client id with the shared bit would pass for a named region */
+    int x = connect_to(addr);
+    uint64_t bad[3] = { NV_GM_VERSION, NV_GM_ROLE_CLIENT, sid };
+    CHECK_ST(call(x, NV_GM_HELLO, bad, 3, NULL, 0, NULL, 0, NULL), NETVM_ERR_INVAL);
+    CHECK_OK(netvm_disconnect(ctx, x));
+    int a = connect_to(addr), b = connect_to(addr), c = connect_to(addr);
+    hello(a, NV_GM_ROLE_CLIENT, my_id, NULL);
+    hello(b, NV_GM_ROLE_CLIENT, my_id + 1, NULL);
+    hello(c, NV_GM_ROLE_CLIENT, my_id + 2, NULL);
+    CHECK_OK(sh_open(a, sid, 8, NV_GM_SHARED_WRITE, hash, "t"));
+    /* no page call before an open */
+    CHECK_ST(get_check(b, sid, 0, 0, 0, NULL), NETVM_ERR_KEY);
+    CHECK_ST(put(b, sid, 0, 0, 1, 0), NETVM_ERR_KEY);
+    /* what sharers must agree on */
+    CHECK_ST(sh_open(b, sid, 8, NV_GM_SHARED_READ, hash + 1, "t"), NETVM_ERR_STATE);
+    CHECK_ST(sh_open(b, sid, 9, NV_GM_SHARED_READ, hash, "t"), NETVM_ERR_STATE);
+    CHECK_ST(sh_open(b, sid, 8, NV_GM_SHARED_CACHE, hash, "t"), NETVM_ERR_STATE);
+    CHECK_ST(sh_open(b, sid, 8, NV_GM_SHARED_READ, hash, "u"), NETVM_ERR_EXISTS);
+    CHECK_ST(sh_open(b, sid, 8, 7, hash, "t"), NETVM_ERR_INVAL);
+    CHECK_OK(sh_open(b, sid, 8, NV_GM_SHARED_READ, hash, "t"));
+    CHECK_ST(sh_open(b, sid, 8, NV_GM_SHARED_READ, hash, "t"), NETVM_ERR_EXISTS);
+    CHECK_ST(sh_open(c, sid, 8, NV_GM_SHARED_WRITE, hash, "t"), NETVM_ERR_BUSY);
+    /* the writer's pages, counted against the region's 8 */
+    CHECK_OK(put(a, sid, 0, 0, 8, 3));
+    CHECK_ST(put(a, sid, 0, 8, 1, 3), NETVM_ERR_NOMEM);
+    CHECK_OK(get_check(b, sid, 0, 5, 3, NULL));
+    CHECK_ST(put(b, sid, 0, 0, 1, 4), NETVM_ERR_RIGHTS);
+    uint64_t f[4] = { sid, 0, 0, 1 };
+    CHECK_ST(call(b, NV_GM_FREE, f, 4, NULL, 0, NULL, 0, NULL), NETVM_ERR_RIGHTS);
+    /* the writer's sync tells the reader, and answers once it answered */
+    uint64_t bits = 0x24, sa[3] = { sid, 8, 5000 };
+    CHECK_ST(call(b, NV_GM_SHARED_SYNC, sa, 3, &bits, 8, NULL, 0, NULL), NETVM_ERR_RIGHTS);
+    netvm_rpc_result_t res;
+    CHECK_OK(call(a, NV_GM_SHARED_SYNC, sa, 3, &bits, 8, NULL, 0, &res));
+    CHECK(res.nargs == 1 && res.args[0] == 1);
+    CHECK(__atomic_load_n(&invalidations, __ATOMIC_ACQUIRE) == 1 && inval_bits == 0x24);
+    struct nv_gm_stat st = stat_of(a);
+    CHECK(st.shared_regions == 1 && st.shared_pages == 8 && st.used_pages == 8);
+    /* nobody removes a name still open */
+    CHECK_ST(sh_op(c, NV_GM_SHARED_REMOVE, sid, NULL), NETVM_ERR_BUSY);
+    /* the writer leaves: the name is free, its pages stay */
+    CHECK_OK(netvm_disconnect(ctx, a));
+    netvm_status_t w = NETVM_ERR_BUSY;
+    for (int i = 0; i < 5000 && w == NETVM_ERR_BUSY; i++)   /* until the server saw it go */
+        if ((w = sh_open(c, sid, 8, NV_GM_SHARED_WRITE, hash, "t")) == NETVM_ERR_BUSY)
+            poll(NULL, 0, 2);
+    CHECK_OK(w);
+    CHECK_OK(get_check(c, sid, 0, 7, 3, NULL));
+    CHECK(stat_of(b).shared_pages == 8);
+    CHECK_OK(sh_op(b, NV_GM_SHARED_CLOSE, sid, NULL));
+    CHECK_ST(sh_op(b, NV_GM_SHARED_CLOSE, sid, NULL), NETVM_ERR_NOTFOUND);
+    CHECK_ST(get_check(b, sid, 0, 7, 3, NULL), NETVM_ERR_KEY);   /* closed: no more reads */
+    CHECK_OK(sh_op(c, NV_GM_SHARED_CLOSE, sid, NULL));
+    CHECK_OK(sh_op(b, NV_GM_SHARED_REMOVE, sid, &res));
+    CHECK(res.nargs == 1 && res.args[0] == 8);
+    CHECK_ST(sh_op(b, NV_GM_SHARED_REMOVE, sid, NULL), NETVM_ERR_NOTFOUND);
+    st = stat_of(b);
+    CHECK(st.shared_regions == 0 && st.shared_pages == 0 && st.used_pages == 0);
+    printf("SHARED ok\n");
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -354,6 +456,8 @@ int main(int argc, char **argv)
         sc_move(addr, argv[4], strtoull(argv[5], NULL, 10));
     } else if (!strcmp(sc, "getrate") && argc == 5) {
         sc_getrate(addr, strtoull(argv[4], NULL, 10));
+    } else if (!strcmp(sc, "shared")) {
+        sc_shared(addr);
     } else if (!strcmp(sc, "drain") && argc == 5) {
         sc_drain(addr, strtoull(argv[4], NULL, 10));
     } else {

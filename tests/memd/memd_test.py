@@ -121,6 +121,14 @@ def case_basic(e):
     e.stop(m)
 
 
+def case_shared(e):
+    addr, m = e.memd()
+    e.run_client("shared", addr, want="SHARED ok")
+    text = e.stat(addr)
+    check("shared    0 named region(s), 0 page(s) of them" in text, text)
+    e.stop(m)
+
+
 def case_bound(e):
     addr, m = e.memd("--client-max", "400K", size="512K")
     e.run_client("bound", addr, want="BOUND ok")
