@@ -106,7 +106,9 @@ enum {
     NETVM_GMEM_SHARED_READ  = 1,   /* read-only; sees the writer's data as of its syncs */
     NETVM_GMEM_SHARED_WRITE = 2,   /* read-write; one client at a time */
 };
-/* A shared region's name: 1 to NETVM_GMEM_NAME_MAX bytes. */
+/* A shared region's name: 1 to NETVM_GMEM_NAME_MAX printable ASCII
+ * characters (space to '~'; anything else is NETVM_ERR_INVAL: the servers
+ * write names in their logs). */
 #define NETVM_GMEM_NAME_MAX 255
 
 /* Map the shared region name of len bytes (rounded up to pages) in mode;

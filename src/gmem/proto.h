@@ -43,8 +43,10 @@
 #define NV_GM_GETN_MAX 64u
 /* The bit that makes an id a named region's (never a client's). */
 #define NV_GM_SHARED_BIT (1ull << 63)
-/* A shared region's name: 1 .. NV_GM_NAME_MAX bytes, no NUL. */
+/* A shared region's name: 1 .. NV_GM_NAME_MAX printable ASCII bytes. */
 #define NV_GM_NAME_MAX 255u
+/* (Bytes from the wire that a server writes in its log, a name or MOVE's
+ * address, must be printable: util/log.h nv_log_printable.) */
 /* Clients one server lets map a name at once (the writer included). */
 #define NV_GM_SHARED_PEERS 64u
 

@@ -292,7 +292,7 @@ netvm_status_t netvm_gmem_map(netvm_ctx_t *ctx, size_t len, const netvm_gmem_opt
 netvm_status_t netvm_gmem_map_shared(netvm_ctx_t *ctx, const char *name, size_t len, int mode,
                                      const netvm_gmem_opts_t *opts, netvm_gmem_t **region, void **addr)
 {
-    if (!ctx || !name || !*name || strlen(name) > NETVM_GMEM_NAME_MAX ||
+    if (!ctx || !name || !*name || strlen(name) > NETVM_GMEM_NAME_MAX || !nv_log_printable(name, strlen(name)) ||
         (mode != NETVM_GMEM_SHARED_READ && mode != NETVM_GMEM_SHARED_WRITE))
         return NETVM_ERR_INVAL;
     return map_region(ctx, len, opts, name, mode, NULL, NULL, region, addr);
@@ -306,7 +306,7 @@ netvm_status_t nv_gm_region_map_with(netvm_ctx_t *ctx, size_t len, const netvm_g
 
 netvm_status_t netvm_gmem_shared_remove(netvm_ctx_t *ctx, const char *name, const netvm_gmem_opts_t *opts)
 {
-    if (!ctx || !name || !*name || strlen(name) > NETVM_GMEM_NAME_MAX)
+    if (!ctx || !name || !*name || strlen(name) > NETVM_GMEM_NAME_MAX || !nv_log_printable(name, strlen(name)))
         return NETVM_ERR_INVAL;
     netvm_status_t st;
     netvm_ctx_t *own = nv_gmem_own_ctx(ctx, &st);

@@ -23,7 +23,8 @@ int nv_gm_proc_move(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
     struct nv_gm_server *s = arg;
     netvm_status_t st = NETVM_OK;
     struct nv_gm_bind b;
-    if (call->nargs < 4 || !call->len || call->len >= sizeof ((struct nv_gm_move *)0)->addr)
+    if (call->nargs < 4 || !call->len || call->len >= sizeof ((struct nv_gm_move *)0)->addr ||
+        !nv_log_printable(call->payload, call->len))
         st = NETVM_ERR_INVAL;
     else if (atomic_load_explicit(&s->stopped, memory_order_relaxed) || !nv_gm_bind_find(s, call->peer, &b))
         st = NETVM_ERR_STATE;

@@ -154,7 +154,7 @@ static int proc_open(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
     if (st == NETVM_OK && (call->nargs < 5 || !(call->args[0] & NV_GM_SHARED_BIT) || !call->args[1] ||
                            (call->args[2] != NV_GM_SHARED_READ && call->args[2] != NV_GM_SHARED_WRITE &&
                             call->args[2] != NV_GM_SHARED_CACHE) ||
-                           !call->len || call->len > NV_GM_NAME_MAX || memchr(call->payload, 0, call->len)))
+                           !call->len || call->len > NV_GM_NAME_MAX || !nv_log_printable(call->payload, call->len)))
         st = NETVM_ERR_INVAL;
     uint64_t held = 0;
     if (st == NETVM_OK) {

@@ -19,6 +19,8 @@
  *                   removing a name open), the region's own bound, a sync's
  *                   NOTICE INVALIDATE, the writer's leaving frees the name
  *                   and keeps the pages, removal frees them
+ * garbage ADDR N    N random calls (procedures, argument counts and values,
+ *                   payloads, roles): each answered, the server still serves
  * getrate ADDR N    (a measurement, not a test) N GETs of 1024 pages:
  *                   GET round trip median and rate */
 #define _GNU_SOURCE
@@ -430,6 +432,90 @@ static void sc_getrate(const char *addr, uint64_t n)
     free(t);
 }
 
+/* --- garbage: random calls ------------------------------------------------ */
+
+static uint64_t rnd_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+/* An argument: the values a decoder's checks turn on, or anything. */
+static uint64_t rnd_arg(void)
+{
+    switch (rnd() % 9) {
+    case 0: return 0;
+    case 1: return 1;
+    case 2: return UINT64_MAX;
+    case 3: return my_id;
+    case 4: return rnd() % 64;
+    case 5: return rnd() % (1u << 20);
+    case 6: return NV_GM_VERSION;
+    case 7: return (uint64_t)1 << 63 | rnd() % 4;   /* a shared region's id bit */
+    default: return rnd();
+    }
+}
+
+/* The server still works: a page put and read back on a well-behaved
+ * connection. */
+static void still_serves(int good, unsigned gen)
+{
+    CHECK_OK(put(good, my_id, 99, gen % 512, 1, gen));
+    CHECK_OK(get_check(good, my_id, 99, gen % 512, gen, NULL));
+}
+
+/* n calls of every procedure (and some past the last) with random
+ * argument counts, values and payloads, on connections that said nothing,
+ * HELLO as a client, as a server (which may name any client) or as an
+ * observer. Each must be answered, with any status, within the timeout;
+ * a connection the server closes is opened again; after every 100 calls a
+ * well-formed round trip still works. */
+static void sc_garbage(const char *addr, uint64_t n)
+{
+    int good = connect_to(addr);
+    hello(good, NV_GM_ROLE_CLIENT, my_id, NULL);
+    int conn[4];
+    for (int i = 0; i < 4; i++) {
+        conn[i] = connect_to(addr);
+        if (i > 0)
+            hello(conn[i], i == 1 ? NV_GM_ROLE_CLIENT : i == 2 ? NV_GM_ROLE_SERVER : NV_GM_ROLE_OBSERVER,
+                  i == 1 ? my_id + 1 : i == 2 ? rnd() : 0, NULL);
+    }
+    static uint8_t pay[4 * NV_GM_PAGE + 64], rbuf[NV_GM_GETN_MAX * NV_GM_PAGE];
+    uint64_t answered[8] = { 0 }, closed = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        int c = (int)(rnd() % 4);
+        unsigned op = (unsigned)(rnd() % (NV_GM_NOPS + 2));
+        uint64_t a[6];
+        unsigned na = (unsigned)(rnd() % 7);
+        for (unsigned k = 0; k < na; k++)
+            a[k] = rnd_arg();
+        size_t len = rnd() % 4 ? rnd() % 64 : rnd() % sizeof pay;
+        for (size_t k = 0; k < len; k++)
+            pay[k] = (uint8_t)rnd();
+        if (op == NV_GM_MOVE && len >= 4)
+            pay[0] = 'x';   /* never a server's address: MOVE would connect to it */
+        netvm_rpc_result_t res;
+        netvm_status_t st = nv_rpc_svc_call(ctx, conn[c], nv_gm_k(op), a, na, pay, len, rbuf, sizeof rbuf,
+                                            30000, &res);
+        CHECK(st != NETVM_ERR_TIMEOUT);
+        if (st == NETVM_ERR_PEER) {
+            closed++;
+            conn[c] = connect_to(addr);
+        }
+        answered[st < 8 ? st : 7]++;
+        if (i % 100 == 99)
+            still_serves(good, (unsigned)(i / 100));
+    }
+    still_serves(good, (unsigned)n);
+    printf("GARBAGE ok %llu calls: ok %llu inval %llu key %llu, %llu connections closed\n", (unsigned long long)n,
+           (unsigned long long)answered[NETVM_OK], (unsigned long long)answered[NETVM_ERR_INVAL],
+           (unsigned long long)answered[NETVM_ERR_KEY], (unsigned long long)closed);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -458,6 +544,8 @@ int main(int argc, char **argv)
         sc_getrate(addr, strtoull(argv[4], NULL, 10));
     } else if (!strcmp(sc, "shared")) {
         sc_shared(addr);
+    } else if (!strcmp(sc, "garbage") && argc == 5) {
+        sc_garbage(addr, strtoull(argv[4], NULL, 10));
     } else if (!strcmp(sc, "drain") && argc == 5) {
         sc_drain(addr, strtoull(argv[4], NULL, 10));
     } else {

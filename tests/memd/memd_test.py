@@ -129,6 +129,16 @@ def case_shared(e):
     e.stop(m)
 
 
+def case_garbage(e):
+    addr, m = e.memd()
+    e.run_client("garbage", addr, "3000", want="GARBAGE ok 3000")
+    e.wait_stat(addr, "clients", 0)
+    # memd's log keeps to printable text whatever the calls carried (a
+    # non-UTF-8 byte fails the text decode of stop())
+    err = e.stop(m)
+    check(all(c == "\n" or " " <= c <= "~" for c in err), f"memd's log: {err!r}")
+
+
 def case_bound(e):
     addr, m = e.memd("--client-max", "400K", size="512K")
     e.run_client("bound", addr, want="BOUND ok")
