@@ -31,8 +31,11 @@ have fusermount3 || need+=(fuse3)
 # clang with libFuzzer: the fuzz targets of every wire decoder
 have clang || need+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
-# --peers and --swap: bench/gmem/swap_compare's tools (swap to a file and to
-# zram under a memory cgroup): swapon/swapoff (mount), mkswap and fallocate
+# redis-server: the key-value workload of bench/workloads/run (its smoke test
+# bench_workloads_smoke runs it)
+have redis-server || [ -x /usr/bin/redis-server ] || need+=(redis-server)
+# --peers and --swap: bench/gmem/swap_compare's and bench/workloads/run's tools
+# (swap to a file and to zram under a memory cgroup): swapon/swapoff (mount), mkswap and fallocate
 # (util-linux), modprobe for zram (kmod)
 if [ "${1:-}" = "--peers" ] || [ "${1:-}" = "--swap" ]; then
   have swapon || [ -x /usr/sbin/swapon ] || [ -x /sbin/swapon ] || need+=(mount)
@@ -61,7 +64,7 @@ else
       echo "warning: could not install $m for $py: the Python tests will be skipped"
   done
 fi
-# matplotlib for bench/compare --plot (its PNG figures), in the same python3
+# matplotlib for bench/compare --plot and bench/workloads/run --plot (PNG figures), in the same python3
 # and the same way as numpy above; without it only --plot is unavailable, so
 # a failure to install it only warns (it has a list of its own, "optional")
 optional=()
