@@ -116,6 +116,8 @@ struct nv_gm_region {
     pthread_cond_t    ev_cond, room_cond;
     int               room_waiters, stopping;
     int               room_waiters_hint;  /* __atomic copy of room_waiters for the lock-free path */
+    int               room_grants;   /* placements let past a full budget (ev_lock; pager_evict.c) */
+    int               overcommit_said;
     int               forking;       /* __atomic: a fork is under way (pager_events.c) */
     uint64_t          hand;
     pthread_mutex_t   wb_lock;       /* one write-back of a page at a time (evictor, sync) */

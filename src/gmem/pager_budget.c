@@ -40,7 +40,9 @@ void nv_gm_reserve(struct nv_gm_region *r)
     r->room_waiters++;
     __atomic_store_n(&r->room_waiters_hint, r->room_waiters, __ATOMIC_SEQ_CST);
     while (!nv_gm_try_reserve(r)) {
-        if (r->stopping || __atomic_load_n(&r->forking, __ATOMIC_ACQUIRE)) {
+        if (r->stopping || __atomic_load_n(&r->forking, __ATOMIC_ACQUIRE) || r->room_grants > 0) {
+            if (r->room_grants > 0)
+                r->room_grants--;
             __atomic_fetch_add(&r->resident, 1, __ATOMIC_ACQ_REL);
             break;
         }

@@ -359,10 +359,28 @@ void *nv_gm_evict_thread(void *arg)
             continue;
         }
         pthread_mutex_unlock(&r->ev_lock);
+        uint64_t busy0 = __atomic_load_n(&r->c.move_busy, __ATOMIC_RELAXED);
         uint64_t taken = evict_round(r);
+        int shared = __atomic_load_n(&r->c.move_busy, __ATOMIC_RELAXED) != busy0;
         pthread_mutex_lock(&r->ev_lock);
+        if (!taken && r->room_waiters && !r->stopping && shared) {
+            /* Pages resident at a fork are shared copy-on-write with the
+             * child until this process writes them, and the kernel moves
+             * no shared page (EBUSY), even after the child is gone. When
+             * they are all that is resident, waiting for room would wait
+             * for ever: the waiting placements go past the budget instead
+             * (the pages they place are this process's own, so the next
+             * rounds can move them out again). */
+            r->room_grants = r->room_waiters;
+            if (!r->overcommit_said) {
+                r->overcommit_said = 1;
+                nv_warn("gmem: pages shared with a forked child (copy-on-write, resident at the fork and not "
+                        "written since) cannot be moved out: the region goes past its budget while nothing "
+                        "else can go");
+            }
+        }
         pthread_cond_broadcast(&r->room_cond);
-        if (!taken && r->room_waiters && !r->stopping) {
+        if (!taken && r->room_waiters && !r->stopping && !shared) {
             /* nothing could go (every resident page busy or shared with a
              * forked child): let the hand pass again after a pause rather
              * than spin */

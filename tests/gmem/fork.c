@@ -61,6 +61,28 @@ int main(int argc, char **argv)
     netvm_gmem_stats_t s;
     CHECK_OK(netvm_gmem_stats(g, &s));
     CHECK(s.evictions_dirty > npages);
+    /* A second fork whose child leaves at once, with the budget full: the
+     * pages resident then stay shared copy-on-write (the kernel moves none
+     * of them out) until written, and the parent only reads from now on.
+     * It must not wait for room for ever: it goes past the budget while
+     * nothing else can go, then evicts the pages it places itself. */
+    CHECK_OK(netvm_gmem_sync(g));
+    for (size_t p = npages - budget; p < npages; p++)
+        CHECK(gt_check(m + p * GPAGE, p, 2));   /* the resident pages: the last ones, clean */
+    fflush(stdout);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0)
+        _exit(gt_check(m + GPAGE, 1, 2) ? 0 : 1);   /* a page not resident: served by the parent */
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t p = 0; p < npages; p++)
+            if (!gt_check(m + p * GPAGE, p, 2))
+                FAILF("parent, after its second fork: page %zu is not its own", p);
+    CHECK_OK(netvm_gmem_stats(g, &s));
+    printf("fork: parent read its region twice after a fork (%llu resident, budget %llu)\n",
+           (unsigned long long)s.resident_pages, (unsigned long long)s.budget_pages);
     CHECK_OK(netvm_gmem_unmap(g));
     printf("fork: ok\n");
     return 0;

@@ -171,10 +171,10 @@ static int mode_all(const char *self, size_t mib)
     printf("threads checksum %016llx\n", (unsigned long long)sum(a, n / NTHR * NTHR));
 
     /* fork: the child sees the parent's data (pages resident in the parent
-     * and pages on the servers alike). The parent does not fault on the
-     * array after it: that hung twice, rarely, with the budget full
-     * (docs/gmem-run.md, "Known problem"), an open problem of the pager's
-     * that this test does not reproduce on purpose. */
+     * and pages on the servers alike); then the parent reads the whole
+     * array again with its budget full of pages shared copy-on-write with
+     * the child (that hung before the pager went past its budget for them:
+     * docs/gmem-run.md, "Fork") */
     uint64_t want = sum(a, n / NTHR * NTHR);
     fflush(stdout);
     pid_t pid = fork();
@@ -185,6 +185,7 @@ static int mode_all(const char *self, size_t mib)
     int st;
     waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "forked child saw other data (status %#x)", st);
+    CHECK(sum(a, n / NTHR * NTHR) == want, "the parent's array changed across its fork");
     free(a);
 
     /* exec: the exec'd program runs in network memory too */
