@@ -231,7 +231,9 @@ static void a_auth(struct tcp_conn *c, const uint8_t *pay, size_t len)
         send_frame(c, NV_TCP_REFUSE, (uint16_t)st, NULL, 0);
         return hs_fail(c, st, st == NETVM_ERR_AGAIN ? "the listener is full" : "refused by this process");
     }
-    lp->remote_id = a.peer_id;
+    /* lp->remote_id is accepted()'s to set (from in.their_id), before the
+     * peer has a link anybody sends on: written again here, after, it
+     * raced with a sender that already had it */
     struct nv_hs_welcome w = { .peer_id = (uint32_t)lp->id, .link = upgrade ? NV_HS_LINK_UPGRADE : NV_HS_LINK_TCP,
                                .card_len = upgrade ? card_len : 0 };
     memcpy(w.card, card, w.card_len);
