@@ -115,6 +115,8 @@ void nv_am_return_credits(netvm_ctx_t *ctx, struct nv_peer *p, int force)
 netvm_status_t nv_am_send(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_hdr *h, const void *payload,
                           struct netvm_req *req, unsigned flags)
 {
+    if (req && nv_req_launch(req) != NETVM_OK)
+        return NETVM_ERR_PEER;
     if (atomic_load_explicit(&p->dead, memory_order_relaxed))
         return NETVM_ERR_PEER;
     struct nv_link *l = p->lp.link;
@@ -267,6 +269,8 @@ netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req 
     fill(&h, handler, args, nargs, len);
     h.flags = NV_AMW_F_TOKEN;
     make_token(ctx, q, &h.token);
+    if (nv_req_launch(q) != NETVM_OK)
+        return NETVM_ERR_PEER;
     netvm_status_t st = nv_am_send(ctx, p, &h, payload, NULL, request_flags(p, len));
     return st == NETVM_OK ? NV_LINK_PENDING : st;
 }
@@ -304,13 +308,7 @@ netvm_status_t nv_am_request_id(netvm_ctx_t *ctx, int peer, unsigned id, const u
         q->amres->peer = -1;
         q->rbuf = reply_buf;
         q->rcap = reply_cap;
-        struct nv_am_hdr h;
-        fill(&h, id, args, nargs, len);
-        h.flags = NV_AMW_F_TOKEN;
-        make_token(ctx, q, &h.token);
-        st = nv_am_send(ctx, p, &h, payload, NULL, request_flags(p, len));
-        if (st == NETVM_OK)
-            st = NV_LINK_PENDING;   /* the reply completes it */
+        st = nv_am_call(ctx, p, q, (uint16_t)id, args, nargs, payload, len);   /* the reply completes it */
         if (st == NV_LINK_PENDING && reqp) {
             *reqp = q;
             st = NETVM_OK;

@@ -87,7 +87,12 @@ struct nv_counter_handler {
 /* PENDING | ANSWERING: the link is writing the answer (a get's data) into
  * the caller's buffer; only the link's completion or the peer's death ends
  * it, never a timeout. */
-enum { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_DONE, NV_REQ_ANSWERING = 0x200 };
+/* PENDING | SETUP: its issuer is still filling it in (events, ordering, the
+ * answer's place) and has not handed it to a link: nothing but the issuer
+ * may end it, not a peer's death nor a timeout (nv_req_launch ends that).
+ * PENDING | FINISHING: its completion is under way. */
+enum { NV_REQ_FREE = 0, NV_REQ_PENDING, NV_REQ_DONE, NV_REQ_FINISHING = 0x100, NV_REQ_ANSWERING = 0x200,
+       NV_REQ_SETUP = 0x400 };
 /* The state word is what (low 16 bits: NV_REQ_* and flags) | the use's
  * generation << 16, so a change of state made for one use of a slot can
  * never land on the next (compare-and-swap on the whole word). */
@@ -516,8 +521,19 @@ void           nv_req_post_events(struct netvm_req *r);
 /* req.c */
 netvm_status_t     nv_req_pool_init(netvm_ctx_t *ctx, uint32_t n);
 void               nv_req_pool_fini(netvm_ctx_t *ctx);
-/* A pending request to p; result (may be NULL) receives the value. */
+/* A pending request to p, in setup (NV_REQ_SETUP); result (may be NULL)
+ * receives the value. */
 struct netvm_req  *nv_req_alloc(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *result);
+/* Its issuer hands req to a link (call it just before the send): from now
+ * on a reply, its peer's death or a timeout may end it. NETVM_ERR_PEER if
+ * the peer is dead already (then send nothing: its death may not have seen
+ * req, so the issuer ends it with the error). */
+netvm_status_t     nv_req_launch(struct netvm_req *req);
+/* The issuer ends a detached request whose start returned st at once (not
+ * NV_LINK_PENDING), if that use id of it is still pending: once launched,
+ * another thread may have finished and reused it. A failure is returned to
+ * the caller, so it posts no events. */
+void               nv_req_end_started(struct netvm_req *req, uint32_t id, netvm_status_t st);
 void               nv_req_free(struct netvm_req *req);
 /* Complete a pending request exactly once (from any thread); 0 if it was not pending. */
 int                nv_req_complete(struct netvm_req *req, netvm_status_t st, uint64_t result);

@@ -382,8 +382,10 @@ void nv_peer_down(netvm_ctx_t *ctx, struct nv_peer *p, int graceful)
     for (uint32_t i = 0; i < ctx->nreqs; i++) {
         struct netvm_req *r = &ctx->reqs[i];
         uint32_t s = atomic_load(&r->state);
-        /* (an answer being written ends too: nothing more comes) */
-        if ((s & 0xff) == NV_REQ_PENDING && !(s & 0x100) && atomic_load(&r->peer_id) == id)
+        /* (an answer being written ends too: nothing more comes; one in
+         * setup is its issuer's: nv_req_launch sees the death) */
+        if ((s & 0xff) == NV_REQ_PENDING && !(s & (NV_REQ_FINISHING | NV_REQ_SETUP)) &&
+            atomic_load(&r->peer_id) == id)
             nv_req_finish_state(r, s, NETVM_ERR_PEER, 0);   /* that use only */
     }
     nv_am_peer_down(ctx, p);

@@ -94,8 +94,20 @@ struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *re
         nv_peer_ref(p);
     atomic_fetch_add_explicit(&p->outstanding, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&ctx->npending, 1, memory_order_relaxed);
-    atomic_store_explicit(&r->state, NV_REQ_STATE(NV_REQ_PENDING, gen), memory_order_release);
+    atomic_store_explicit(&r->state, NV_REQ_STATE(NV_REQ_PENDING | NV_REQ_SETUP, gen), memory_order_release);
     return r;
+}
+
+netvm_status_t nv_req_launch(struct netvm_req *q)
+{
+    uint32_t s = atomic_load_explicit(&q->state, memory_order_relaxed);
+    if (NV_REQ_WHAT(s) != (NV_REQ_PENDING | NV_REQ_SETUP))
+        return NETVM_OK;   /* launched before (a request sent in pieces) */
+    /* published, then the peer's death checked; nv_peer_down marks it dead,
+     * then scans: one of the two sees the other (both sequentially
+     * consistent), so a death never misses a request that was sent */
+    atomic_store_explicit(&q->state, NV_REQ_STATE(NV_REQ_PENDING, NV_REQ_GEN(s)), memory_order_seq_cst);
+    return atomic_load_explicit(&q->peer->dead, memory_order_seq_cst) ? NETVM_ERR_PEER : NETVM_OK;
 }
 
 void nv_req_ordered(struct netvm_req *q)
@@ -146,17 +158,23 @@ static void run_then(struct netvm_req *r)
     nv_req_free(r);
 }
 
+enum { FIN_GIVE_UP = 1, FIN_QUIET = 2 };
+
 /* Finish the use of r whose state word is s: pending, or pending and
- * claimed (then only by its claimant's completion, not by a give-up). */
-static int finish_state(struct netvm_req *r, uint32_t s, netvm_status_t st, uint64_t result, int give_up)
+ * claimed or in setup (then only by its claimant's or issuer's completion,
+ * not by a give-up). FIN_QUIET: it posts no events. */
+static int finish_state(struct netvm_req *r, uint32_t s, netvm_status_t st, uint64_t result, unsigned how)
 {
     /* take it first: a reply and a peer-down (or timeout) may race; an
      * answer being written can only be ended by its own completion */
     uint32_t what = NV_REQ_WHAT(s);
-    if (what != NV_REQ_PENDING && (give_up || what != (NV_REQ_PENDING | NV_REQ_ANSWERING)))
+    if (what != NV_REQ_PENDING &&
+        ((how & FIN_GIVE_UP) || (what != (NV_REQ_PENDING | NV_REQ_ANSWERING) && what != (NV_REQ_PENDING | NV_REQ_SETUP))))
         return 0;
-    if (!atomic_compare_exchange_strong(&r->state, &s, NV_REQ_STATE(NV_REQ_PENDING | 0x100, NV_REQ_GEN(s))))
+    if (!atomic_compare_exchange_strong(&r->state, &s, NV_REQ_STATE(NV_REQ_PENDING | NV_REQ_FINISHING, NV_REQ_GEN(s))))
         return 0;
+    if (how & FIN_QUIET)
+        r->ev_kinds = 0;
     r->status = st;
     if (r->result && st == NETVM_OK)
         *r->result = result;
@@ -190,14 +208,23 @@ static int finish(struct netvm_req *r, netvm_status_t st, uint64_t result, int g
 {
     uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
     /* a claimed request may be finished by its claimant while a give-up looks */
-    return finish_state(r, s, st, result, give_up) ||
+    return finish_state(r, s, st, result, give_up ? FIN_GIVE_UP : 0) ||
            (!give_up && NV_REQ_WHAT(s) == NV_REQ_PENDING &&
             finish_state(r, atomic_load_explicit(&r->state, memory_order_acquire), st, result, 0));
 }
 
 int nv_req_finish_state(struct netvm_req *r, uint32_t s, netvm_status_t st, int give_up)
 {
-    return finish_state(r, s, st, 0, give_up);
+    return finish_state(r, s, st, 0, give_up ? FIN_GIVE_UP : 0);
+}
+
+void nv_req_end_started(struct netvm_req *r, uint32_t id, netvm_status_t st)
+{
+    uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+    uint32_t what = NV_REQ_WHAT(s);
+    /* (the CAS on the whole word keeps it to this use) */
+    if (NV_REQ_GEN(s) == (uint16_t)(id >> 16) && (what == NV_REQ_PENDING || what == (NV_REQ_PENDING | NV_REQ_SETUP)))
+        finish_state(r, s, st, 0, st == NETVM_OK ? 0 : FIN_QUIET);
 }
 
 int nv_req_give_up(struct netvm_req *r, netvm_status_t st) { return finish(r, st, 0, 1); }

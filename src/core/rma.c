@@ -169,14 +169,18 @@ static void detach(struct netvm_req *q, netvm_rseg_t *r, uint64_t off, uint64_t 
     nv_req_detach(q);
 }
 
-/* A detached request's operation was started: it completes by itself. */
-static netvm_status_t launched(struct netvm_req *q, netvm_status_t st)
+/* A request's operation on a link, once the request is launched
+ * (nv_req_launch): the link's status, or NETVM_ERR_PEER unsent. */
+#define ON_LINK(q, call) (nv_req_launch(q) == NETVM_OK ? (call) : NETVM_ERR_PEER)
+
+/* A detached request's operation (use id) was started: it completes by
+ * itself. Ended at once, it posts its events (an error is returned
+ * instead) and the pool takes it back. */
+static netvm_status_t launched(struct netvm_req *q, uint32_t id, netvm_status_t st)
 {
     if (st == NV_LINK_PENDING)
         return NETVM_OK;
-    if (st != NETVM_OK)
-        q->ev_kinds = 0;         /* the error is returned: no event follows */
-    nv_req_complete(q, st, 0);   /* posts its events; the pool takes it back */
+    nv_req_end_started(q, id, st);
     return st;
 }
 
@@ -205,9 +209,10 @@ static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, c
     if (!remote) {
         /* its events come at remote completion, whoever sees it */
         detach(q, r, off, len, ev);
-        return launched(q, l->ops->put(l, &r->d, off, src, len, 1, q, nv_req_id(q), note));
+        uint32_t id = nv_req_id(q);
+        return launched(q, id, ON_LINK(q, l->ops->put(l, &r->d, off, src, len, 1, q, id, note)));
     }
-    st = nv_finish_req(ctx, q, l->ops->put(l, &r->d, off, src, len, 1, q, nv_req_id(q), note));
+    st = nv_finish_req(ctx, q, ON_LINK(q, l->ops->put(l, &r->d, off, src, len, 1, q, nv_req_id(q), note)));
     if (ev->kinds && st == NETVM_OK)
         post_own(ctx, r->peer, r, off, len, ev->kinds, ev->tag, st);
     return st;
@@ -303,7 +308,7 @@ netvm_status_t nv_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off
         struct netvm_req *q;
         st = nv_reserve_req(ctx, src->peer, NULL, &q);
         if (st == NETVM_OK)
-            st = nv_finish_req(ctx, q, l->ops->get(l, &src->d, off, p, MAX_PIECE, q, nv_req_id(q), NULL));
+            st = nv_finish_req(ctx, q, ON_LINK(q, l->ops->get(l, &src->d, off, p, MAX_PIECE, q, nv_req_id(q), NULL)));
         if (st != NETVM_OK)
             return st;
         off += MAX_PIECE;
@@ -316,9 +321,10 @@ netvm_status_t nv_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off
         return st;
     if (ev.kinds) {
         detach(q, src, off, len, &ev);
-        return launched(q, l->ops->get(l, &src->d, off, p, len, q, nv_req_id(q), np));
+        uint32_t id = nv_req_id(q);
+        return launched(q, id, ON_LINK(q, l->ops->get(l, &src->d, off, p, len, q, id, np)));
     }
-    return started(q, l->ops->get(l, &src->d, off, p, len, q, nv_req_id(q), np), req);
+    return started(q, ON_LINK(q, l->ops->get(l, &src->d, off, p, len, q, nv_req_id(q), np)), req);
 }
 
 netvm_status_t netvm_get_nb(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off,
@@ -392,9 +398,10 @@ netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_at
         detach(q, r, off, 8, &ev);
     if (!is_async(r))
         nv_req_ordered(q);
+    uint32_t id = nv_req_id(q);
     st = nv_am_call(ctx, r->peer, q, NV_AMH_ATOMIC, a, 6, NULL, 0);
     if (ev.kinds)
-        return launched(q, st);
+        return launched(q, id, st);
     if (st != NV_LINK_PENDING) {
         nv_req_complete(q, st, 0);
         nv_req_free(q);
@@ -445,7 +452,7 @@ static netvm_status_t drain_peer(netvm_ctx_t *ctx, struct nv_peer *p, int remote
         struct netvm_req *q;
         s = nv_reserve_req(ctx, p, NULL, &q);
         if (s == NETVM_OK)
-            s = nv_finish_req(ctx, q, l->ops->flush(l, &p->lp, q, nv_req_id(q)));
+            s = nv_finish_req(ctx, q, ON_LINK(q, l->ops->flush(l, &p->lp, q, nv_req_id(q))));
         if (s == NETVM_ERR_PEER && all)
             s = NETVM_OK;
     }

@@ -84,10 +84,10 @@ static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, ui
         q->ev_addr = off;
         q->ev_len = 8;
         nv_req_detach(q);
+        uint32_t id = nv_req_id(q);
         st = nv_am_call(ctx, sig->peer, q, NV_AMH_SIGNAL, h.args, h.nargs, NULL, 0);
         if (st != NV_LINK_PENDING) {
-            q->ev_kinds = 0;
-            nv_req_complete(q, st, 0);
+            nv_req_end_started(q, id, st);   /* (no event: the error is returned) */
             return st;
         }
         return NETVM_OK;
