@@ -187,8 +187,10 @@ static int proc_get(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
         return answer(ctx, call, NETVM_ERR_NOTFOUND, NULL, 0);
     /* the 3-way getpage: the server holding it answers the client */
     st = nv_rpc_svc_delegate(ctx, call, to, nv_gm_k(NV_GM_GET), call->args, 3, NULL, 0);
+    /* never NOTFOUND (that would read as zeros) nor PEER (the client would
+     * take this server for gone): AGAIN, it asks the page's other holders */
     if (st != NETVM_OK)
-        return answer(ctx, call, NETVM_ERR_PEER, NULL, 0);   /* never NOTFOUND: that would read as zeros */
+        return answer(ctx, call, NETVM_ERR_AGAIN, NULL, 0);
     count(&s->delegated, 1);
     return NETVM_RPC_DONE;
 }

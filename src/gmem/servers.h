@@ -94,6 +94,14 @@ int  nv_gm_srv_by_addr(struct nv_gm_servers *g, const char *addr);
 /* Failure reports from any request: TIMEOUT makes it suspect, PEER dead
  * (the monitor is woken to restore R); an answer makes a suspect alive. */
 void nv_gm_srv_report(struct nv_gm_servers *g, int idx, netvm_status_t st);
+/* A GET's status as it tells of the server asked (answered_peer: who
+ * answered, -1 if nobody did): NETVM_ERR_PEER that came as an answer is the
+ * death of the server the page moved to, which the server asked reports
+ * (a delegate's death): that one answered, it is not gone. */
+static inline netvm_status_t nv_gm_get_status(netvm_status_t st, int answered_peer)
+{
+    return st == NETVM_ERR_PEER && answered_peer >= 0 ? NETVM_ERR_AGAIN : st;
+}
 int  nv_gm_srv_readable(const struct nv_gm_servers *g, int idx);
 /* Servers new copies may go to (alive only). */
 int  nv_gm_srv_placeable(const struct nv_gm_servers *g, int idx);

@@ -67,9 +67,10 @@ netvm_status_t nv_gm_fetch(struct nv_gstore *s, uint64_t page, void *buf)
         for (int i = 0; i < n; i++) {
             int x = order[i];
             uint64_t args[3] = { r->owner, r->region, page };
-            netvm_rpc_result_t res;
+            netvm_rpc_result_t res = { .peer = -1 };
             netvm_status_t st = nv_rpc_svc_call(g->ctx, g->srv[x].peer, nv_gm_k(NV_GM_GET), args, 3, NULL, 0, buf,
                                                 NV_GM_PAGE, r->timeout_ms, &res);
+            st = nv_gm_get_status(st, res.peer);
             if (st == NETVM_OK && res.len != NV_GM_PAGE)
                 st = NETVM_ERR_UNSUPPORTED;
             nv_gm_srv_report(g, x, st);
@@ -142,7 +143,7 @@ static int fetch_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg)
 {
     (void)ctx;
     struct fetch_op *op = arg;
-    netvm_status_t st = o->status;
+    netvm_status_t st = nv_gm_get_status(o->status, o->res.peer);
     if (st == NETVM_OK && o->res.len != NV_GM_PAGE)
         st = NETVM_ERR_UNSUPPORTED;
     if (st == NETVM_OK) {

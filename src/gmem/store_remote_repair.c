@@ -84,10 +84,10 @@ static int repair_page(struct nv_gstore_remote *r, uint64_t p, void *buf, uint64
             continue;
         for (int s = 0; !fetched && s < nsrc; s++) {
             uint64_t a[3] = { r->owner, r->region, p };
-            netvm_rpc_result_t res;
+            netvm_rpc_result_t res = { .peer = -1 };
             netvm_status_t st = nv_rpc_svc_call(g->ctx, g->srv[src[s]].peer, nv_gm_k(NV_GM_GET), a, 3, NULL, 0, buf,
                                                 NV_GM_PAGE, r->timeout_ms, &res);
-            nv_gm_srv_report(g, src[s], st);
+            nv_gm_srv_report(g, src[s], nv_gm_get_status(st, res.peer));
             fetched = st == NETVM_OK && res.len == NV_GM_PAGE;
         }
         if (!fetched) {

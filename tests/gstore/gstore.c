@@ -725,9 +725,19 @@ static void case_getn(void)
         CHECK(sum_stat(srv, 3, 1) > del0);
     }
 
-    /* a dead server: its runs fail and are read page by page elsewhere */
-    gs_signal(&srv[1], SIGKILL);
-    gs_reap(&srv[1]);
+    /* a dead server: its runs fail and are read page by page elsewhere.
+     * The one page 30 moved to dies: its old holders' delegated GETs fail,
+     * which must not make the client take them for gone too (they once
+     * answered PEER: the client lost every page they held) */
+    int dead = moved ? to : 1;
+    gs_signal(&srv[dead], SIGKILL);
+    gs_reap(&srv[dead]);
+    if (moved) {
+        CHECK_ST(s->ops->fetch(s, 30, buf), NETVM_ERR_PEER);   /* its one copy died */
+        for (int i = 0; i < 3; i++)
+            if (i != dead && !nv_gm_srv_readable(r->g, i))
+                FAILF("server %d taken for gone: the server a page moved to died", i);
+    }
     for (uint64_t first = 64; first + 64 <= npages; first += 64) {
         got = fetchn(s, first, 64, buf);
         CHECK(got == UINT64_MAX);
@@ -735,8 +745,9 @@ static void case_getn(void)
     }
     free(buf);
     s->ops->close(s);
-    gs_stop(&srv[0]);
-    gs_stop(&srv[2]);
+    for (int i = 0; i < 3; i++)
+        if (i != dead)
+            gs_stop(&srv[i]);
 }
 
 int main(int argc, char **argv)

@@ -137,6 +137,7 @@ static netvm_status_t hs_accepted(void *arg, const struct nv_tcp_hs_info *in, st
     } else {
         *lp = new_peer(s, s->id_base + s->npeers);
     }
+    (*lp)->remote_id = in->their_id;   /* accepted()'s part, as core's */
     return NETVM_OK;
 }
 

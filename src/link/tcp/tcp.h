@@ -58,8 +58,9 @@ struct nv_tcp_hs_info {
  * else refuses the connection with that status. */
 struct nv_tcp_hs_upcalls {
     /* acceptor: the connector proved the secret: the peer it becomes (a job
-     * rank's, or a new one), and whether both move to another link
-     * (*upgrade, with this process's card) */
+     * rank's, or a new one), with its remote_id set to in->their_id before
+     * anybody can send to it (the link does not write it after), and
+     * whether both move to another link (*upgrade, with this process's card) */
     netvm_status_t (*accepted)(void *arg, const struct nv_tcp_hs_info *in, struct nv_lpeer **lp,
                                int *upgrade, uint8_t *card, uint32_t *card_len);
     /* connector: the acceptor proved the secret: the peer it becomes, and
