@@ -106,8 +106,9 @@ netvm_status_t nv_req_launch(struct netvm_req *q)
     /* published, then the peer's death checked; nv_peer_down marks it dead,
      * then scans: one of the two sees the other (both sequentially
      * consistent), so a death never misses a request that was sent */
+    struct nv_peer *p = q->peer;   /* (q is not to be read once published) */
     atomic_store_explicit(&q->state, NV_REQ_STATE(NV_REQ_PENDING, NV_REQ_GEN(s)), memory_order_seq_cst);
-    return atomic_load_explicit(&q->peer->dead, memory_order_seq_cst) ? NETVM_ERR_PEER : NETVM_OK;
+    return atomic_load_explicit(&p->dead, memory_order_seq_cst) ? NETVM_ERR_PEER : NETVM_OK;
 }
 
 void nv_req_ordered(struct netvm_req *q)
