@@ -159,6 +159,33 @@ static void cleanup_dir(const char *dir)
     rmdir(dir);
 }
 
+/* Run directories of runs that died without cleaning up (SIGKILL): this
+ * user's netvm-gmem-run.PID whose PID is gone (or is this process, which
+ * has not made its own yet). Each holds a credential: not left lying. */
+static void sweep_stale_dirs(const char *base)
+{
+    DIR *d = opendir(base);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid;
+        char end;
+        if (sscanf(e->d_name, "netvm-gmem-run.%d%c", &pid, &end) != 1 || pid <= 0)
+            continue;
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode) ||
+            sb.st_uid != getuid())
+            continue;
+        if (pid != (int)getpid() && (kill(pid, 0) == 0 || errno != ESRCH))
+            continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+        cleanup_dir(path);
+    }
+    closedir(d);
+}
+
 static void stop_servers(struct gmrun *o)
 {
     for (int i = 0; i < o->nmemd; i++)
@@ -291,6 +318,7 @@ static int run(struct gmrun *o)
                         "set NETVM_GMEM_PRELOAD)\n");
         return 1;
     }
+    sweep_stale_dirs(nv_gmem_stats_base());
     snprintf(o->dir, sizeof o->dir, "%s/netvm-gmem-run.%d", nv_gmem_stats_base(), (int)getpid());
     if (mkdir(o->dir, 0700) != 0) {
         fprintf(stderr, "netvm gmem run: cannot make %s: %s\n", o->dir, strerror(errno));

@@ -157,9 +157,31 @@ def case_kill(a):
                 break
             subprocess.run(["sleep", "0.1"])
         check(used == 0, f"the server still holds {used} pages of the killed program")
+        stale_run_dir(a, tmp)
     finally:
         m.stop()
         shutil.rmtree(tmp)
+
+
+def stale_run_dir(a, tmp):
+    """gmem run killed itself leaves its run directory, a credential inside:
+    the next run removes it."""
+    env = dict(os.environ, XDG_RUNTIME_DIR=tmp)
+    run = subprocess.Popen([a.netvm, "gmem", "run", "--budget", "4M", "--", a.prog, "hold", "8"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                           start_new_session=True)
+    line = run.stdout.readline().split()
+    check(len(line) == 2 and line[0] == "ready", f"the program did not start: {line}")
+    stale = os.path.join(tmp, f"netvm-gmem-run.{run.pid}")
+    check(os.path.exists(os.path.join(stale, "credential")), f"no credential in {stale}")
+    os.killpg(run.pid, signal.SIGKILL)   # the tool and its program
+    run.communicate(timeout=LIMIT)
+    check(os.path.isdir(stale), "the killed run's directory is already gone")
+    r = gmem_run(a, ["--", "true"], env=env)
+    check(r.returncode == 0, f"the next run failed: {r.stderr}")
+    check(not os.path.exists(stale), f"the next run left the killed one's {stale}")
+    left = [n for n in os.listdir(tmp) if n.startswith("netvm-gmem-run.")]
+    check(not left, f"run directories left: {left}")
 
 
 def resp(*args):
