@@ -28,6 +28,9 @@ have setpriv || [ -x /usr/bin/setpriv ] || need+=(util-linux)
 # libfuse3: `netvm gfile mount` (the file cache for unmodified programs); fusermount3 unmounts
 pkg-config --exists fuse3 2>/dev/null || need+=(libfuse3-dev)
 have fusermount3 || need+=(fuse3)
+# libfabric: the ofi link (NETVM_LINKS=ofi); fi_info and fi_pingpong for its tests and benchmark
+pkg-config --exists libfabric 2>/dev/null || need+=(libfabric-dev)
+have fi_pingpong || need+=(libfabric-bin)
 # clang with libFuzzer: the fuzz targets of every wire decoder
 have clang || need+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-14-dev)

@@ -4,6 +4,7 @@
 #include "boot/pmix.h"
 #include "link/shm/shm.h"
 #include "link/tcp/tcp.h"
+#include "link/ofi/ofi.h"
 #include "util/config.h"
 
 #include <netvm/netvm.h>
@@ -78,6 +79,17 @@ int nv_cmd_info(int argc, char **argv)
            "        NETVM_TCP_ADDR.%s\n\n",
            !strcasecmp(mode, "tcp") ? " and, with NETVM_LINKS=tcp, every other peer" : "",
            !strcasecmp(mode, "shm") ? " Disabled by NETVM_LINKS=shm." : "");
+    if (nv_ofi_built())
+        printf("  ofi   with NETVM_LINKS=ofi, every other rank of the job (peers beyond the job stay\n"
+               "        on tcp): libfabric's reliable datagram endpoint on NETVM_OFI_PROVIDER (%s);\n"
+               "        puts and gets are RDMA writes and reads into registered segments, tripwires\n"
+               "        and notifications follow as remote CQ data or link messages, atomics and\n"
+               "        notification puts by core's active messages; eager payloads up to %d bytes.\n"
+               "        `fi_info -t FI_EP_RDM` lists the providers of this machine.\n\n",
+               nv_config_str("NETVM_OFI_PROVIDER") ? nv_config_str("NETVM_OFI_PROVIDER") : "unset: fi_getinfo chooses",
+               16384);
+    else
+        printf("  ofi   absent: built without libfabric (libfabric-dev; pkg-config libfabric)\n\n");
     printf("  With NETVM_LOG=info every process logs the link it chose for each rank, and why.\n\n");
     const char *pmix = nv_boot_pmix_library();
     printf("bootstrap: `netvm run` (NETVM_BOOT), a job of one without it, and\n");

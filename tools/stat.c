@@ -1,6 +1,8 @@
 /* netvm stat ADDRESS: a memory server's state (NV_GM_STAT), as an
  * observer that may do nothing else there. netvm stat gmem:PID: the live
- * statistics of a program under `netvm gmem run` (its interposer's file). */
+ * statistics of a program under `netvm gmem run` (its interposer's file).
+ * netvm stat pid:PID: a netvm process's own counters (registration), from
+ * the files its contexts keep under NETVM_STATS_DIR (ctx_stat.c). */
 #include "commands.h"
 #include "gmem_stat.h"
 #include "gmem/proto.h"
@@ -15,6 +17,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: netvm stat tcp:HOST:PORT [--credential-file PATH] [--json]\n"
                "       netvm stat gmem:PID [--json]   (or --pid PID): a program under netvm gmem run\n"
+               "       netvm stat pid:PID [--dir DIR] [--json]: a netvm process started with NETVM_STATS_DIR=DIR\n"
+               "         (registration strategies and the local registration cache; DIR defaults to NETVM_STATS_DIR)\n"
                "  the credential file defaults to NETVM_GMEM_CREDENTIAL_FILE\n");
 }
 
@@ -89,7 +93,7 @@ static int stat_gmem(const char *pid_s, int json)
 
 int nv_cmd_stat(int argc, char **argv)
 {
-    const char *addr = NULL, *cred_file = NULL, *gmem_pid = NULL;
+    const char *addr = NULL, *cred_file = NULL, *gmem_pid = NULL, *ctx_pid = NULL, *dir = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
@@ -98,6 +102,10 @@ int nv_cmd_stat(int argc, char **argv)
             gmem_pid = argv[++i];
         else if (!strncmp(argv[i], "gmem:", 5))
             gmem_pid = argv[i] + 5;
+        else if (!strncmp(argv[i], "pid:", 4))
+            ctx_pid = argv[i] + 4;
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            dir = argv[++i];
         else if (!strcmp(argv[i], "--credential-file") && i + 1 < argc)
             cred_file = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -112,6 +120,8 @@ int nv_cmd_stat(int argc, char **argv)
     }
     if (gmem_pid)
         return stat_gmem(gmem_pid, json);
+    if (ctx_pid)
+        return nv_stat_ctx(ctx_pid, dir ? dir : nv_config_str("NETVM_STATS_DIR"), json);
     if (!cred_file)
         cred_file = nv_config_str("NETVM_GMEM_CREDENTIAL_FILE");
     if (!addr || !cred_file) {

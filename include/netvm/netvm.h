@@ -69,6 +69,8 @@ typedef enum {
     NETVM_ERR_AUTH,        /* authentication failed: wrong job secret or listener credential */
     NETVM_ERR_BUSY,        /* held by another: a shared region's writer (netvm_gmem_map_shared), or a
                               name still mapped (netvm_gmem_shared_remove) */
+    NETVM_ERR_UNPINNED,    /* the target requires pinned memory (NETVM_TCP_PINNED) and the range was
+                              not pinned for this access (netvm/reg.h, docs/registration.md) */
     NETVM_STATUS_COUNT
 } netvm_status_t;
 

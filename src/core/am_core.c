@@ -36,7 +36,7 @@ static void word_done(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t addr, unsign
 
 /* An atomic or a signal on a word of ours; *old is the word's previous
  * value. */
-static netvm_status_t apply_word(netvm_ctx_t *ctx, const struct nv_am_hdr *h, int signal, unsigned need,
+static netvm_status_t apply_word(netvm_ctx_t *ctx, struct nv_peer *p, const struct nv_am_hdr *h, int signal, unsigned need,
                                  uint64_t *addr, uint64_t *old)
 {
     if (h->nargs < 4)
@@ -45,6 +45,10 @@ static netvm_status_t apply_word(netvm_ctx_t *ctx, const struct nv_am_hdr *h, in
     netvm_status_t st = nv_atu_translate(&ctx->atu, w_slot(h->args[0]), h->args[1], h->args[2], 8, need, addr);
     if (st == NETVM_OK && (*addr & 7))
         st = NETVM_ERR_INVAL;
+    /* an atomic from the tcp link is the target's access as a put is (a
+     * signal's word is netvm's own: not checked) */
+    if (st == NETVM_OK && !signal && ctx->tcp_pinned && p->lp.link != ctx->shm)
+        st = nv_regc_check(ctx, *addr, 8);
     if (st == NETVM_OK) {
         uint64_t *w = (uint64_t *)(uintptr_t)*addr;
         int fault;
@@ -65,7 +69,7 @@ static void serve_atomic(netvm_ctx_t *ctx, struct nv_peer *p, const struct nv_am
 {
     uint64_t addr = 0, old = 0;
     netvm_status_t st = h->nargs >= 6 && w_op(h->args[0]) < NETVM_AOP_COUNT
-                            ? apply_word(ctx, h, 0, NETVM_ATOMIC, &addr, &old) : NETVM_ERR_INVAL;
+                            ? apply_word(ctx, p, h, 0, NETVM_ATOMIC, &addr, &old) : NETVM_ERR_INVAL;
     if (st == NETVM_OK)
         word_done(ctx, p, addr, NETVM_TRIP_RW, w_mode(h->args[0]) & NV_WORD_NOTIFY, h->args[5]);
     nv_am_answer(ctx, p, h, st, &old, 1, NULL, 0);
@@ -81,7 +85,7 @@ static void serve_signal(netvm_ctx_t *ctx, struct nv_peer *p, const struct nv_am
     if (gate && l && l->ops->gate_failed && l->ops->gate_failed(l, &p->lp, gate, &st))
         op = 99;   /* the put before it failed here: no signal (st says why) */
     else if (op <= NETVM_SIGNAL_ADD)
-        st = apply_word(ctx, h, 1, op == NETVM_SIGNAL_SET ? NETVM_WRITE : NETVM_ATOMIC, &addr, &old);
+        st = apply_word(ctx, p, h, 1, op == NETVM_SIGNAL_SET ? NETVM_WRITE : NETVM_ATOMIC, &addr, &old);
     if (st == NETVM_OK)
         word_done(ctx, p, addr, NETVM_TRIP_WRITE, w_mode(h->args[0]) & NV_WORD_NOTIFY, h->args[4]);
     else
@@ -115,6 +119,7 @@ static void serve_notify(netvm_ctx_t *ctx, struct nv_peer *p, const struct nv_am
 
 netvm_status_t nv_lookup_segment(netvm_ctx_t *ctx, const char *name, uint32_t slot, uint64_t key,
                                  struct nv_seg_desc *out);
+void          *nv_segment_mr(netvm_ctx_t *ctx, uint32_t slot, const struct nv_link *l);
 
 static void serve_import(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *rx)
 {
@@ -138,14 +143,22 @@ static void serve_import(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *r
     struct nv_seg_desc d;
     if (st == NETVM_OK)
         st = nv_lookup_segment(ctx, np, h->nargs ? (uint32_t)h->args[0] : 0, h->nargs > 1 ? h->args[1] : 0, &d);
-    uint64_t a[4] = { 0 };
+    uint64_t a[6] = { 0 };
+    unsigned n = 5;
     if (st == NETVM_OK) {
         a[0] = d.slot;
         a[1] = d.key;
         a[2] = d.len;
         a[3] = d.rights;
+        a[4] = d.addr;   /* where: registration strategies pin the target's addresses (reg_core.c) */
+        /* a link that addresses registered memory: its key too */
+        struct nv_link *l = p->lp.link;
+        if (l && l->ops->mr_key) {
+            a[5] = l->ops->mr_key(l, nv_segment_mr(ctx, d.slot, l));
+            n = 6;
+        }
     }
-    nv_am_answer(ctx, p, h, st, a, 4, NULL, 0);
+    nv_am_answer(ctx, p, h, st, a, n, NULL, 0);
 }
 
 void nv_am_core_dispatch(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *rx)
@@ -163,6 +176,7 @@ void nv_am_core_dispatch(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *r
         nv_peer_async_error(p, st);
         break;
     }
+    case NV_AMH_REG:    nv_regc_serve(ctx, p, rx); break;
     case NV_AMH_CREDIT: break;   /* the credits rode in the header */
     case NV_AMH_BYE:
         nv_peer_down(ctx, p, 1);

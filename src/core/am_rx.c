@@ -77,6 +77,13 @@ static netvm_status_t take_results(struct netvm_req *q, struct nv_peer *from, co
         q->import->key = h->args[1];
         q->import->len = h->args[2];
         q->import->rights = (unsigned)h->args[3];
+        /* where the segment lies at the target: the buckets a registration
+         * strategy pins are in the target's addresses (reg_core.c), and a
+         * link with ops->mr_key addresses it there with its key */
+        if (h->nargs >= 5)
+            q->import->addr = h->args[4];
+        if (h->nargs >= 6)
+            q->import->mr_key = h->args[5];
     }
     return st;
 }

@@ -77,6 +77,13 @@ void nv_atu_release(struct nv_atu *atu, uint32_t slot)
 netvm_status_t nv_atu_translate(struct nv_atu *atu, uint32_t slot, uint64_t key, uint64_t off,
                                 uint64_t len, unsigned need, uint64_t *addr)
 {
+    unsigned rights;
+    return nv_atu_translate_rights(atu, slot, key, off, len, need, addr, &rights);
+}
+
+netvm_status_t nv_atu_translate_rights(struct nv_atu *atu, uint32_t slot, uint64_t key, uint64_t off,
+                                       uint64_t len, unsigned need, uint64_t *addr, unsigned *rights)
+{
     if (slot >= atu->cap)
         return NETVM_ERR_KEY;
     struct nv_atu_entry *e = &atu->e[slot];
@@ -97,6 +104,7 @@ netvm_status_t nv_atu_translate(struct nv_atu *atu, uint32_t slot, uint64_t key,
         if ((r & need) != need)
             return NETVM_ERR_RIGHTS;
         *addr = a + off;
+        *rights = r;
         return NETVM_OK;
     }
 }

@@ -44,6 +44,9 @@ void           nv_atu_release(struct nv_atu *atu, uint32_t slot);
 /* Check an access and translate it; *addr is the local address. */
 netvm_status_t nv_atu_translate(struct nv_atu *atu, uint32_t slot, uint64_t key, uint64_t off,
                                 uint64_t len, unsigned need, uint64_t *addr);
+/* The same, also giving the segment's rights (NETVM_READ, ...). */
+netvm_status_t nv_atu_translate_rights(struct nv_atu *atu, uint32_t slot, uint64_t key, uint64_t off,
+                                       uint64_t len, unsigned need, uint64_t *addr, unsigned *rights);
 
 static inline void nv_atu_serve_begin(struct nv_atu *atu)
 {

@@ -35,17 +35,22 @@ static void load_settings(netvm_ctx_t *ctx, const netvm_config_t *cfg, struct nv
 /* Everything init built, in reverse; safe on a half-built context. */
 static void release_all(netvm_ctx_t *ctx)
 {
+    nv_stats_close(ctx, 0);
     nv_progress_stop(ctx);
     nv_svc_fini(ctx);
     nv_peers_fini(ctx);   /* each peer's link state, through its link */
+    nv_regc_links_down(ctx);   /* bucket registrations close before their link */
     nv_links_destroy(ctx);
     nv_am_fini(ctx);
     nv_evq_fini(ctx);
     nv_req_pool_fini(ctx);
     nv_atu_fini(&ctx->atu);
+    nv_regc_fini(ctx);
     nv_boot_close(ctx->boot);
     pthread_mutex_destroy(&ctx->seg_lock);
     pthread_mutex_destroy(&ctx->rseg_lock);
+    pthread_mutex_destroy(&ctx->lreg_lock);
+    pthread_mutex_destroy(&ctx->stats_lock);
     free(ctx);
 }
 
@@ -71,6 +76,8 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
     ctx->ep.memfd = ctx->ep.wake_fd = -1;
     pthread_mutex_init(&ctx->seg_lock, NULL);
     pthread_mutex_init(&ctx->rseg_lock, NULL);
+    pthread_mutex_init(&ctx->lreg_lock, NULL);
+    pthread_mutex_init(&ctx->stats_lock, NULL);
     struct nv_shm_params sp;
     load_settings(ctx, cfg, &sp);
 
@@ -81,6 +88,8 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
     if (st != NETVM_OK) {
         pthread_mutex_destroy(&ctx->seg_lock);
         pthread_mutex_destroy(&ctx->rseg_lock);
+        pthread_mutex_destroy(&ctx->lreg_lock);
+        pthread_mutex_destroy(&ctx->stats_lock);
         free(ctx);
         return st;
     }
@@ -100,6 +109,8 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
     if (st == NETVM_OK)
         st = nv_evq_init(ctx);
     if (st == NETVM_OK)
+        st = nv_regc_init(ctx);
+    if (st == NETVM_OK)
         st = nv_am_init(ctx);
     if (st == NETVM_OK)
         st = nv_msg_init(ctx);
@@ -110,6 +121,10 @@ netvm_status_t netvm_init(netvm_ctx_t **out, const netvm_config_t *cfg)
         st = nv_links_open(ctx, &sp, ctx->timeout_ms);
     if (st == NETVM_OK)
         st = nv_links_connect_job(ctx);
+    if (st == NETVM_OK)
+        nv_regc_links(ctx);   /* the job's links are open (ofi opens here), nothing exported yet */
+    if (st == NETVM_OK)
+        nv_stats_open(ctx);
     if (st == NETVM_OK)
         st = nv_progress_start(ctx);
     /* without a progress thread, a rank waiting in a barrier must still
@@ -150,6 +165,7 @@ netvm_status_t netvm_finalize(netvm_ctx_t *ctx)
         netvm_release(ctx->rsegs);
     while (ctx->segs)
         netvm_unexport(ctx->segs);
+    nv_stats_close(ctx, 1);   /* the counters as they end, links and caches still here */
     release_all(ctx);
     return NETVM_OK;
 }

@@ -7,6 +7,7 @@
 #include "core/atu.h"
 #include "link/ep.h"
 #include "link/link.h"
+#include "reg/rcache.h"
 #include "util/itree.h"
 #include "util/thread.h"
 #include "wire/am.h"
@@ -46,6 +47,7 @@ struct netvm_rseg {
     struct nv_peer  *peer;    /* holds a reference while the import lives */
     struct nv_link  *link;
     struct nv_rdesc  d;
+    uint64_t         reg_base;   /* where the segment lies at the target (reg_core.c) */
     struct netvm_rseg *next, *prev;
     /* remote tripwires on this segment, by offset (under ctx->rtrip_lock) */
     struct nv_itree_node *rtrips;
@@ -135,6 +137,11 @@ struct netvm_req {
     size_t             rcap;
     netvm_am_result_t  own_res;   /* for requests whose caller gave no result */
     struct nv_rdesc   *import;    /* an import's answer fills it */
+    /* a registration hold its operation took (reg_core.c): given back when
+     * the request is freed, after the operation completed */
+    int                reg_peer;
+    uint32_t           reg_sid;    /* the segment's slot at reg_peer */
+    uint64_t           reg_addr, reg_len;
 };
 
 enum {
@@ -208,6 +215,7 @@ struct netvm_ctx {
     uint8_t          token_key[16];   /* keys reply and payload tokens */
     struct nv_link  *shm;        /* this machine's peers, and ourselves */
     struct nv_link  *tcp;        /* other machines' peers, listeners (NETVM_LINKS=tcp: every other peer) */
+    struct nv_link  *ofi;        /* NETVM_LINKS=ofi: the job's other ranks (libfabric) */
     struct nv_link  *links[NV_MAX_LINKS];   /* those in use, by index; added under seg_lock */
     _Atomic int      nlinks;     /* grows once: tcp opened when first needed */
     int              links_mode; /* NETVM_LINKS */
@@ -307,6 +315,25 @@ struct netvm_ctx {
     uint64_t         spin_ns;
     uint64_t         linger_ns;  /* the progress thread polls this long after work before sleeping */
     int              timeout_ms;
+
+    /* registration (reg_core.c, src/reg): the strategy's state; reg_remote:
+     * operations on links other than shm take holds at their targets;
+     * tcp_pinned: this process's tcp target refuses unpinned accesses */
+    struct nv_reg   *reg;
+    int              reg_remote;
+    int              tcp_pinned;
+    /* the link whose registrations are the strategy's pins (ofi), or
+     * NULL: it registers no segment whole at export */
+    struct nv_link  *reg_link;
+    /* the local registration cache of the first link that keeps one
+     * (lreg.c), and what a closed one had done */
+    struct nv_rcache       *lreg_cache;
+    struct nv_rcache_stats  lreg_closed;
+    pthread_mutex_t         lreg_lock;
+    /* NETVM_STATS_DIR's live statistics file (stats_file.c), or NULL */
+    struct nv_ctx_stats_file *stats;
+    uint64_t                  stats_next;   /* its next rewrite, ns */
+    pthread_mutex_t           stats_lock;
 };
 
 /* Handler ids core uses for its own emulated operations (after the
@@ -320,11 +347,38 @@ enum {
     NV_AMH_IMPORT,                     /* an import, answered with the segment's descriptor */
     NV_AMH_CREDIT,                     /* credits back, nothing else */
     NV_AMH_BYE,                        /* a connected peer leaves */
+    NV_AMH_REG,                        /* a registration move: unpin some buckets, pin others */
     NV_AMH_SVC,                        /* the first of NV_AMH_NSVC ids of the services
                                           (core/svc.h): dispatched like the application's */
     NV_AMH_END = NV_AMH_SVC + 32
 };
 
+
+/* reg_core.c: registration strategies (src/reg) wired to core */
+netvm_status_t nv_regc_init(netvm_ctx_t *ctx);
+void           nv_regc_fini(netvm_ctx_t *ctx);
+void           nv_regc_serve(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *rx);
+void           nv_regc_peer_down(netvm_ctx_t *ctx, struct nv_peer *p);
+/* target: NETVM_ERR_UNPINNED unless [addr, addr + len) is pinned */
+netvm_status_t nv_regc_check(netvm_ctx_t *ctx, uint64_t addr, uint64_t len);
+netvm_status_t nv_regc_export(netvm_ctx_t *ctx, void *addr, size_t len);
+void           nv_regc_unexport(netvm_ctx_t *ctx, void *addr, size_t len);
+/* initiator: hold [off, off + len) of r pinned at its target; the largest
+ * range one hold covers (operations are split at multiples of it) */
+struct nv_reg_key;
+netvm_status_t nv_regc_acquire(netvm_ctx_t *ctx, netvm_rseg_t *r, uint64_t off, uint64_t len, struct nv_reg_key *key);
+/* after the links opened: a link with keyed registrations (ofi) becomes
+ * the pin table's pinner; before they close: its pins are dropped */
+void           nv_regc_links(netvm_ctx_t *ctx);
+void           nv_regc_links_down(netvm_ctx_t *ctx);
+void           nv_regc_release(netvm_ctx_t *ctx, netvm_rseg_t *r, uint64_t off, uint64_t len);
+uint64_t       nv_regc_span(netvm_ctx_t *ctx);
+/* the hold a request carries goes with it (req.c, when it is freed) */
+void           nv_req_hold_release(struct netvm_req *q);
+static inline int nv_regc_needed(const netvm_ctx_t *ctx, const netvm_rseg_t *r)
+{
+    return ctx->reg_remote && r->link != ctx->shm;
+}
 
 /* links.c: the links of the context, and the job's peers */
 netvm_status_t nv_links_open(netvm_ctx_t *ctx, const void *shm_params, int timeout_ms);
@@ -476,8 +530,21 @@ netvm_status_t nv_reserve_req(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *res
  * return the operation's status. */
 netvm_status_t nv_finish_req(netvm_ctx_t *ctx, struct netvm_req *q, netvm_status_t st);
 /* The operations with every option: remote (put: return at remote
- * completion), flags (NETVM_F_*), the tag of their notifications; a put's
- * gate (nv_note.gate; 0: none, and never with a notification). */
+ * completion), flags (NETVM_F_*, and NV_F_QUIET for a put), the tag of
+ * their notifications; a put's gate (nv_note.gate; 0: none, and never with
+ * a notification). */
+enum { NV_F_QUIET = NV_NOTE_QUIET };   /* nv_put without remote: its failure reaches no flush */
+/* lreg.c: the link upcalls of the local registration caches, and what
+ * this context's cache did so far */
+void nv_lreg_upcalls(struct nv_link_upcalls *up);
+void nv_lreg_stats(netvm_ctx_t *ctx, struct nv_rcache_stats *s);
+/* stats_file.c: NETVM_STATS_DIR's file. open: at init; tick: from the
+ * timers, returns when it wants the next call; close: final != 0 writes
+ * it once more first */
+void     nv_stats_open(netvm_ctx_t *ctx);
+uint64_t nv_stats_tick(netvm_ctx_t *ctx, uint64_t now);
+void     nv_stats_close(netvm_ctx_t *ctx, int final);
+
 netvm_status_t nv_put(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const void *src, size_t len,
                       unsigned flags, int remote, uint64_t tag, uint32_t gate);
 netvm_status_t nv_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off, size_t len,

@@ -8,11 +8,19 @@
  * Ranks exchange cards through the bootstrap; then each rank attaches to
  * its same-machine peers' blocks directly, and the higher rank of each tcp
  * pair connects to the lower, through the same nonblocking, authenticated
- * handshake any connection uses (core/connect.c). */
+ * handshake any connection uses (core/connect.c).
+ *
+ * NETVM_LINKS=ofi: every other rank of the job is reached through the ofi
+ * link (libfabric, NETVM_OFI_PROVIDER); its address travels in the card,
+ * so no handshake runs (the bootstrap's allgather already proved the job).
+ * Peers beyond the job (netvm_listen / netvm_connect) stay on tcp. */
 #define _GNU_SOURCE
 #include "core/internal.h"
 #include "link/shm/shm.h"
 #include "link/tcp/tcp.h"
+#ifdef NETVM_HAVE_OFI
+#include "link/ofi/ofi.h"
+#endif
 #include "util/config.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -23,12 +31,15 @@
 #include <string.h>
 #include <strings.h>
 
-enum mode { MODE_AUTO, MODE_SHM, MODE_TCP };
+enum mode { MODE_AUTO, MODE_SHM, MODE_TCP, MODE_OFI };
 
 struct card {
     struct nv_shm_card shm;
     struct nv_tcp_card tcp;
     uint64_t           uuid;
+#ifdef NETVM_HAVE_OFI
+    struct nv_ofi_card ofi;
+#endif
 };
 
 static netvm_status_t read_mode(int *m)
@@ -40,14 +51,30 @@ static netvm_status_t read_mode(int *m)
         *m = MODE_SHM;
     else if (!strcasecmp(v, "tcp"))
         *m = MODE_TCP;
-    else {
-        nv_error("NETVM_LINKS=%s: expected auto, shm or tcp", v);
+    else if (!strcasecmp(v, "ofi")) {
+#ifdef NETVM_HAVE_OFI
+        *m = MODE_OFI;
+#else
+        nv_error("NETVM_LINKS=ofi: this netvm was built without libfabric (pkg-config libfabric)");
+        return NETVM_ERR_UNSUPPORTED;
+#endif
+    } else {
+        nv_error("NETVM_LINKS=%s: expected auto, shm, tcp or ofi", v);
         return NETVM_ERR_INVAL;
     }
     return NETVM_OK;
 }
 
 static struct nv_link_upcalls upcalls(netvm_ctx_t *ctx);
+
+int nv_ofi_built(void)
+{
+#ifdef NETVM_HAVE_OFI
+    return 1;
+#else
+    return 0;
+#endif
+}
 
 /* The tcp link, opened at init for a job that may span machines, or when
  * the context first listens or connects. */
@@ -110,6 +137,7 @@ static struct nv_link_upcalls upcalls(netvm_ctx_t *ctx)
                                   .claim = nv_claim_upcall, .translate = nv_translate_upcall,
                                   .peer_ref = peer_ref_upcall, .peer_unref = peer_unref_upcall,
                                   .hs = &nv_hs_upcalls };
+    nv_lreg_upcalls(&up);
     return up;
 }
 
@@ -126,6 +154,26 @@ netvm_status_t nv_links_open(netvm_ctx_t *ctx, const void *shm_params, int timeo
         return st;
     return nv_links_add(ctx, ctx->shm);
 }
+
+#ifdef NETVM_HAVE_OFI
+static netvm_status_t open_ofi(netvm_ctx_t *ctx, struct nv_ofi_card *card)
+{
+    struct nv_ofi_params op = { .provider = nv_config_str("NETVM_OFI_PROVIDER"), .max_segments = ctx->atu.cap,
+                                .host_id = nv_shm_host_id(), .ep = &ctx->ep, .timeout_ms = ctx->timeout_ms,
+                                .force_mr_local = (int)nv_config_long("NETVM_OFI_MR_LOCAL", 0, 1) };
+    struct nv_link_upcalls up = upcalls(ctx);
+    struct nv_link *l;
+    netvm_status_t st = nv_ofi_link_open(&l, ctx->pfd, &op, &up, card);
+    if (st != NETVM_OK)
+        return st;
+    if ((st = nv_links_add(ctx, l)) != NETVM_OK) {
+        l->ops->destroy(l);
+        return st;
+    }
+    __atomic_store_n(&ctx->ofi, l, __ATOMIC_RELEASE);
+    return NETVM_OK;
+}
+#endif
 
 /* --- the job's ranks ------------------------------------------------------------- */
 
@@ -177,6 +225,11 @@ netvm_status_t nv_links_connect_job(netvm_ctx_t *ctx)
     memset(&mine, 0, sizeof mine);
     mine.uuid = ctx->uuid;
     netvm_status_t st = NETVM_OK;
+#ifdef NETVM_HAVE_OFI
+    if (ctx->size > 1 && ctx->links_mode == MODE_OFI)
+        st = open_ofi(ctx, &mine.ofi);
+    else
+#endif
     if (ctx->size > 1 && ctx->links_mode != MODE_SHM)
         st = nv_links_open_tcp(ctx, 1, &mine.tcp);
     if (st != NETVM_OK)
@@ -198,7 +251,12 @@ netvm_status_t nv_links_connect_job(netvm_ctx_t *ctx)
         p->lp.remote_id = (uint32_t)ctx->rank;   /* ranks are the same ids everywhere */
         nv_peer_set_uuid(ctx, p, all[r].uuid);
         int local = all[r].shm.host_id == mine.shm.host_id && all[r].shm.version == mine.shm.version;
-        if (r == ctx->rank || (local && ctx->links_mode != MODE_TCP)) {
+        if (r != ctx->rank && ctx->links_mode == MODE_OFI) {
+#ifdef NETVM_HAVE_OFI
+            st = nv_ofi_attach(ctx->ofi, &p->lp, &all[r].ofi);
+            nv_info("rank %d: link ofi (NETVM_LINKS=ofi)", r);
+#endif
+        } else if (r == ctx->rank || (local && ctx->links_mode != MODE_TCP && ctx->links_mode != MODE_OFI)) {
             st = nv_shm_attach(ctx->shm, &p->lp, &all[r].shm, r == ctx->rank);
             nv_info("rank %d: link shm (%s)", r, r == ctx->rank ? "ourselves" : "same machine");
         } else if (ctx->links_mode == MODE_SHM || !ctx->tcp) {
@@ -235,7 +293,7 @@ void nv_links_destroy(netvm_ctx_t *ctx)
 {
     int n = ctx->nlinks;
     ctx->nlinks = 0;
-    ctx->tcp = ctx->shm = NULL;
+    ctx->tcp = ctx->shm = ctx->ofi = NULL;
     /* the last opened first: shm, the first, carries this process's own endpoint */
     while (n > 0) {
         struct nv_link *l = ctx->links[--n];

@@ -389,6 +389,7 @@ void nv_peer_down(netvm_ctx_t *ctx, struct nv_peer *p, int graceful)
             nv_req_finish_state(r, s, NETVM_ERR_PEER, 0);   /* that use only */
     }
     nv_am_peer_down(ctx, p);
+    nv_regc_peer_down(ctx, p);   /* its pins here go back */
     if (p->is_rank)
         return;
     nv_peer_gone(ctx, p, 1);

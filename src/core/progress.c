@@ -54,7 +54,10 @@ netvm_status_t nv_translate_upcall(void *arg, uint32_t slot, uint64_t key, uint6
                                    unsigned need, uint64_t *addr)
 {
     netvm_ctx_t *ctx = arg;
-    return nv_atu_translate(&ctx->atu, slot, key, off, len, need, addr);
+    netvm_status_t st = nv_atu_translate(&ctx->atu, slot, key, off, len, need, addr);
+    if (st == NETVM_OK && ctx->tcp_pinned)
+        st = nv_regc_check(ctx, *addr, len);
+    return st;
 }
 
 void nv_peer_down_upcall(void *arg, struct nv_lpeer *lp, int graceful)
@@ -129,13 +132,14 @@ static void give_back_locked(netvm_ctx_t *ctx)
 
 static void flush_lazy(netvm_ctx_t *ctx);
 
-/* Only links with connections to watch (tcp) make lending worth its
- * system calls; on shm alone, spinning threads already tell producers not
- * to ring (poll_enter). */
+/* Only links with connections to watch (tcp; ofi's completion queue's
+ * wait fd) make lending worth its system calls; on shm alone, spinning
+ * threads already tell producers not to ring (poll_enter). */
 static int lending_pays(netvm_ctx_t *ctx)
 {
     struct nv_link *t = __atomic_load_n(&ctx->tcp, __ATOMIC_ACQUIRE);
-    return t && t->ops->active(t);
+    struct nv_link *o = __atomic_load_n(&ctx->ofi, __ATOMIC_ACQUIRE);
+    return (t && t->ops->active(t)) || (o && o->ops->active(o));
 }
 
 /* A lease began: the progress thread, which may sleep with no timeout,
@@ -398,7 +402,9 @@ static void pass_timers(netvm_ctx_t *ctx)
      * (a handshake may have begun) */
     if (due != UINT64_MAX && now < due)
         return;
-    uint64_t next = sweep_requests(ctx, now);
+    uint64_t next = sweep_requests(ctx, now), st = nv_stats_tick(ctx, now);
+    if (st < next)
+        next = st;
     for (int i = 0; i < ctx->nlinks; i++)
         if (ctx->links[i]->ops->timer) {
             uint64_t t = ctx->links[i]->ops->timer(ctx->links[i], now);
@@ -533,6 +539,11 @@ static void *progress_main(void *arg)
                          : atomic_load(&ctx->rings_held) ? ctx->lease_ns
                          : deferred ? 1000000ull : UINT64_MAX;
         uint64_t due = atomic_load_explicit(&ctx->next_timer, memory_order_relaxed);
+        /* the statistics file is rewritten here too: this thread may not
+         * hold P (lent to an application thread) for a long while */
+        uint64_t sdue = __atomic_load_n(&ctx->stats, __ATOMIC_RELAXED) ? nv_stats_tick(ctx, nv_now_ns()) : UINT64_MAX;
+        if (sdue < due)
+            due = sdue;
         if (due != UINT64_MAX) {
             uint64_t now = nv_now_ns();
             if (due <= now)

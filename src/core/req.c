@@ -121,6 +121,8 @@ void nv_req_free(struct netvm_req *r)
 {
     netvm_ctx_t *ctx = r->ctx;
     struct nv_peer *p = r->peer;
+    if (r->reg_len)
+        nv_req_hold_release(r);
     r->peer = NULL;
     atomic_store_explicit(&r->state, NV_REQ_STATE(NV_REQ_FREE, atomic_load(&r->gen)), memory_order_relaxed);
     push_free(ctx, r);

@@ -10,6 +10,8 @@
  * here when the operation completes, or, for one that completes later, by
  * whoever completes its detached request. */
 #include "core/internal.h"
+#include "core/svc.h"
+#include "reg/reg.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -218,20 +220,142 @@ static netvm_status_t put_piece(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, c
     return st;
 }
 
+/* --- operations that hold pins at their target (NETVM_REG, src/reg) ------------------ */
+
+/* The piece of [off, off + len) that one hold covers: it ends at a
+ * multiple of the strategy's span in the target's addresses. */
+static size_t pinned_piece(netvm_ctx_t *ctx, const netvm_rseg_t *r, size_t off, size_t len)
+{
+    uint64_t span = nv_regc_span(ctx), a = r->reg_base + off;
+    uint64_t room = span - (a & (span - 1));
+    return len < room ? len : (size_t)room;
+}
+
+/* A request that carries the hold on [off, off + len): given back when the
+ * request is freed, once the operation completed. d (NULL for operations
+ * the link does not address itself): the descriptor the access names. */
+static netvm_status_t reserve_held(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, size_t len, uint64_t *result,
+                                   struct netvm_req **q, struct nv_rdesc *d)
+{
+    struct nv_reg_key k;
+    netvm_status_t st = nv_regc_acquire(ctx, r, off, len, d && r->link == ctx->reg_link ? &k : NULL);
+    if (st != NETVM_OK)
+        return st;
+    if ((st = nv_reserve_req(ctx, r->peer, result, q)) != NETVM_OK) {
+        nv_regc_release(ctx, r, off, len);
+        return st;
+    }
+    (*q)->reg_peer = nv_peer_id(r->peer);
+    (*q)->reg_sid = r->d.slot;
+    (*q)->reg_addr = r->reg_base + off;
+    (*q)->reg_len = len;
+    if (d) {
+        /* a link whose registrations are the pins names the bucket's
+         * (the piece lies in one bucket there: nv_reg_max_span) */
+        *d = r->d;
+        if (r->link == ctx->reg_link) {
+            d->mr_key = k.key;
+            d->mr_off = k.base - r->reg_base;
+        }
+    }
+    return NETVM_OK;
+}
+
+/* put_piece's async path with a hold: always through a request, so the
+ * hold lasts until remote completion */
+static netvm_status_t put_piece_held(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const uint8_t *src,
+                                     size_t len, int remote, const struct nv_note *note, const struct own_ev *ev)
+{
+    struct nv_link *l = r->link;
+    struct netvm_req *q;
+    struct nv_rdesc d;
+    netvm_status_t st = reserve_held(ctx, r, off, len, NULL, &q, &d);
+    if (st != NETVM_OK)
+        return st;
+    if (!remote) {
+        detach(q, r, off, len, ev);
+        uint32_t id = nv_req_id(q);
+        return launched(q, id, ON_LINK(q, l->ops->put(l, &d, off, src, len, 1, q, id, note)));
+    }
+    st = nv_finish_req(ctx, q, ON_LINK(q, l->ops->put(l, &d, off, src, len, 1, q, nv_req_id(q), note)));
+    if (ev->kinds && st == NETVM_OK)
+        post_own(ctx, r->peer, r, off, len, ev->kinds, ev->tag, st);
+    return st;
+}
+
+static netvm_status_t put_held(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const uint8_t *p, size_t len,
+                               unsigned flags, int remote, const struct nv_note *np, struct own_ev *ev)
+{
+    netvm_status_t st = NETVM_OK;
+    size_t n;
+    /* each piece but a remote last one completes through a request nobody
+     * waits for: its failure goes to the next flush, as an unheld put's
+     * does at its target (a quiet put's nowhere, a gated put's through
+     * the signal behind it) */
+    if (!(np && ((np->flags & NV_NOTE_QUIET) || np->gate)))
+        ev->kinds |= NV_REQEV_ERROR;
+    while ((n = pinned_piece(ctx, r, off, len)) < len && st == NETVM_OK) {
+        st = put_piece_held(ctx, r, off, p, n, 0, np, ev);
+        off += n;
+        p += n;
+        len -= n;
+    }
+    if (flags & NETVM_F_NOTIFY_REQUESTER)
+        ev->kinds |= NV_REQEV_REQUESTER;
+    return st == NETVM_OK ? put_piece_held(ctx, r, off, p, len, remote, np, ev) : st;
+}
+
+static netvm_status_t get_held(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off, size_t len,
+                               const struct nv_note *np, const struct own_ev *ev, netvm_req_t **req)
+{
+    struct nv_link *l = src->link;
+    uint8_t *p = dst;
+    netvm_status_t st;
+    size_t n;
+    struct netvm_req *q;
+    struct nv_rdesc d;
+    while ((n = pinned_piece(ctx, src, off, len)) < len) {
+        /* all but the last piece are waited for here */
+        st = reserve_held(ctx, src, off, n, NULL, &q, &d);
+        if (st == NETVM_OK)
+            st = nv_finish_req(ctx, q, ON_LINK(q, l->ops->get(l, &d, off, p, n, q, nv_req_id(q), NULL)));
+        if (st != NETVM_OK)
+            return st;
+        off += n;
+        p += n;
+        len -= n;
+    }
+    if ((st = reserve_held(ctx, src, off, len, NULL, &q, &d)) != NETVM_OK)
+        return st;
+    if (ev->kinds) {
+        detach(q, src, off, len, ev);
+        uint32_t id = nv_req_id(q);
+        return launched(q, id, ON_LINK(q, l->ops->get(l, &d, off, p, len, q, id, np)));
+    }
+    return started(q, ON_LINK(q, l->ops->get(l, &d, off, p, len, q, nv_req_id(q), np)), req);
+}
+
 netvm_status_t nv_put(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const void *src, size_t len,
                       unsigned flags, int remote, uint64_t tag, uint32_t gate)
 {
+    unsigned quiet = flags & NV_F_QUIET;
+    if (quiet && (remote || gate || (flags & ~(unsigned)(NV_F_QUIET | NETVM_F_UNORDERED))))
+        return NETVM_ERR_INVAL;   /* nothing else would report it */
+    flags &= ~(unsigned)NV_F_QUIET;
     netvm_status_t st = check(ctx, r, off, len, NETVM_WRITE, flags);
     if (st != NETVM_OK || len == 0)
         return st;
     if (!src || (flags & NETVM_F_NOTIFY_RESPONDER))
         return NETVM_ERR_INVAL;
-    struct nv_note note = { .flags = flags & NV_NOTE_COMPLETER, .tag = tag, .gate = gate };
+    struct nv_note note = { .flags = (flags & NV_NOTE_COMPLETER) | quiet, .tag = tag, .gate = gate };
     const struct nv_note *np = note.flags || gate ? &note : NULL;
     struct own_ev ev = { .tag = tag, .flags = flags };
     if (nv_rtrip_any(r))
         ev.kinds |= NV_REQEV_RTRIP;
     const uint8_t *p = src;
+    /* shm (synchronous) never takes holds: it does not even look */
+    if (is_async(r) && nv_regc_needed(ctx, r))
+        return put_held(ctx, r, off, p, len, flags, remote, np, &ev);
     while (len > MAX_PIECE && st == NETVM_OK) {
         /* every piece but the last completes locally; the last one's remote
          * completion covers them all (one ordered stream per peer). Events
@@ -269,6 +393,11 @@ netvm_status_t netvm_put_nb(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
     return nv_put(ctx, dst, off, src, len, flags, 0, 0, 0);
 }
 
+netvm_status_t nv_svc_put_quiet(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off, const void *src, size_t len)
+{
+    return nv_put(ctx, dst, off, src, len, NV_F_QUIET, 0, 0, 0);
+}
+
 netvm_status_t netvm_put_imm(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
                              uint64_t value, unsigned flags)
 {
@@ -302,6 +431,8 @@ netvm_status_t nv_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off
             post_own(ctx, src->peer, src, off, len, ev.kinds, tag, st);
         return st;
     }
+    if (nv_regc_needed(ctx, src))
+        return get_held(ctx, dst, src, off, len, np, &ev, req);
     uint8_t *p = dst;
     while (len > MAX_PIECE) {
         /* all but the last piece are waited for here */
@@ -389,7 +520,7 @@ netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_at
     }
     /* the emulation: an active message the target's progress engine runs */
     struct netvm_req *q;
-    st = nv_reserve_req(ctx, r->peer, result, &q);
+    st = nv_regc_needed(ctx, r) ? reserve_held(ctx, r, off, 8, result, &q, NULL) : nv_reserve_req(ctx, r->peer, result, &q);
     if (st != NETVM_OK)
         return st;
     uint64_t a[6] = { (uint64_t)r->d.slot | (uint64_t)op << 32 | (uint64_t)(note.flags ? 1 : 0) << 40,

@@ -57,12 +57,15 @@ static netvm_status_t do_import(netvm_ctx_t *ctx, int peer, const char *name, ui
     r->link = l;
     if (native) {
         st = l->ops->import(l, &p->lp, name, slot, key, &r->d);
+        r->reg_base = r->d.addr;
     } else {
         memset(&r->d, 0, sizeof r->d);
         r->d.peer = &p->lp;
         st = import_by_message(ctx, p, name, slot, key, &r->d);
         r->d.peer = &p->lp;
-        r->d.addr = 0;
+        r->reg_base = r->d.addr;   /* the target's address, for registration */
+        if (!p->lp.link || !p->lp.link->ops->mr_key)
+            r->d.addr = 0;         /* only links with ops->mr_key address the target's memory */
     }
     if (st != NETVM_OK) {
         free(r);

@@ -53,6 +53,23 @@ netvm_status_t nv_lookup_segment(netvm_ctx_t *ctx, const char *name, uint32_t sl
     return st;
 }
 
+/* What link l's mem_reg returned for the segment in slot (the import
+ * answer carries its key), or NULL. */
+void *nv_segment_mr(netvm_ctx_t *ctx, uint32_t slot, const struct nv_link *l)
+{
+    void *mr = NULL;
+    pthread_mutex_lock(&ctx->seg_lock);
+    for (struct netvm_seg *s = ctx->segs; s; s = s->next)
+        if (s->slot == slot) {
+            for (int i = 0; i < ctx->nlinks; i++)
+                if (ctx->links[i] == l)
+                    mr = s->mr[i];
+            break;
+        }
+    pthread_mutex_unlock(&ctx->seg_lock);
+    return mr;
+}
+
 static struct nv_seg_desc desc_of(const struct netvm_seg *s, void *mr)
 {
     struct nv_seg_desc d = { .slot = s->slot, .key = s->key, .addr = (uintptr_t)s->addr,
@@ -74,10 +91,11 @@ static void detach_link(netvm_ctx_t *ctx, struct netvm_seg *s, int i)
  * needs it, then published. Caller holds seg_lock. */
 static netvm_status_t attach_link(netvm_ctx_t *ctx, struct netvm_seg *s, struct nv_link *l, int i)
 {
-    (void)ctx;
     netvm_status_t st;
     s->mr[i] = NULL;
-    if ((l->ops->caps.flags & NV_LCAP_REGISTER) && l->ops->mem_reg) {
+    /* a link whose registrations are the strategy's pins registers buckets
+     * as peers ask (reg_core.c), not the segment whole */
+    if ((l->ops->caps.flags & NV_LCAP_REGISTER) && l->ops->mem_reg && l != ctx->reg_link) {
         st = l->ops->mem_reg(l, s->addr, s->len, s->rights, &s->mr[i]);
         if (st != NETVM_OK) {
             nv_error("the %s link could not register the segment of %zu bytes at %p: %s",
@@ -151,6 +169,13 @@ static netvm_status_t publish(netvm_ctx_t *ctx, void *addr, size_t len, unsigned
         free(s);
         return st;
     }
+    /* pin-all: pinned before any peer can reach it */
+    if ((st = nv_regc_export(ctx, addr, len)) != NETVM_OK) {
+        nv_atu_release(&ctx->atu, s->slot);
+        pthread_mutex_unlock(&ctx->seg_lock);
+        free(s);
+        return st;
+    }
     nv_atu_set(&ctx->atu, s->slot, s->key, (uintptr_t)addr, len, rights, s);
     int n = 0;
     while (n < ctx->nlinks && (st = attach_link(ctx, s, ctx->links[n], n)) == NETVM_OK)
@@ -158,6 +183,7 @@ static netvm_status_t publish(netvm_ctx_t *ctx, void *addr, size_t len, unsigned
     if (st != NETVM_OK) {
         /* the link that failed holds nothing; the ones before it do */
         withdraw(ctx, s, n);
+        nv_regc_unexport(ctx, addr, len);
         pthread_mutex_unlock(&ctx->seg_lock);
         free(s);
         return st;
@@ -253,6 +279,7 @@ netvm_status_t netvm_unexport(netvm_seg_t *s)
     int n = ctx->nlinks;   /* a link added from now on never saw s */
     pthread_mutex_unlock(&ctx->seg_lock);
     withdraw(ctx, s, n);
+    nv_regc_unexport(ctx, s->addr, s->len);   /* no access is under way any more */
     if (s->memfd >= 0) {
         munmap(s->addr, s->map_len);
         close(s->memfd);

@@ -37,6 +37,13 @@ netvm_status_t nv_svc_forward(netvm_ctx_t *ctx, int peer, unsigned k, const netv
                               const uint64_t *args, unsigned nargs, const void *payload, size_t len);
 unsigned       nv_svc_am_id(unsigned k);
 
+/* netvm_put_nb (local completion) whose failure at the target is dropped
+ * rather than kept for the next netvm_flush to this peer: for a write the
+ * service knows may find its segment gone (a channel's credit going back
+ * to a sender that closed), which must not surface as an unrelated later
+ * flush's error. */
+netvm_status_t nv_svc_put_quiet(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off, const void *src, size_t len);
+
 /* The state of service slot (< NV_SVC_NSTATE): made by create(ctx) on the
  * first call (once, under a lock; NULL if create failed), freed by
  * destroy(ctx, state) at netvm_finalize once the progress engine has

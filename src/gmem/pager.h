@@ -100,7 +100,7 @@ struct nv_gm_region {
 
     int               uffd, stage_fd;
     pthread_mutex_t   read_lock;     /* a read of the uffd and the events it brought (pager_fault.c) */
-    struct nv_gm_uffd_caps caps;
+    struct nv_uffd_caps caps;
     unsigned char    *stage;         /* NV_GM_STAGE + 1 pages, registered on stage_fd */
     pthread_mutex_t   drop_lock;     /* the last staging slot */
 

@@ -134,9 +134,9 @@ static void region_free(struct nv_gm_region *r)
 }
 
 /* The region's uffd with the features it needs (of want); -1 with why. */
-static int open_main_uffd(uint64_t want, struct nv_gm_uffd_caps *caps, char *why, size_t cap)
+static int open_main_uffd(uint64_t want, struct nv_uffd_caps *caps, char *why, size_t cap)
 {
-    int fd = nv_gm_uffd_open(want, caps, why, cap);
+    int fd = nv_uffd_open(want, caps, why, cap);
     if (fd < 0)
         return -1;
     if ((caps->features & NV_GM_FEATURES_NEEDED) != NV_GM_FEATURES_NEEDED) {
@@ -151,7 +151,7 @@ static int open_main_uffd(uint64_t want, struct nv_gm_uffd_caps *caps, char *why
 
 netvm_status_t nv_gmem_check_support(char *why, size_t cap)
 {
-    struct nv_gm_uffd_caps caps;
+    struct nv_uffd_caps caps;
     int fd = open_main_uffd(NV_GM_FEATURES_WANTED, &caps, why, cap);
     if (fd < 0)
         return NETVM_ERR_UNSUPPORTED;
@@ -169,8 +169,8 @@ static netvm_status_t open_uffds(struct nv_gm_region *r)
         nv_error("gmem: %s", why);
         return NETVM_ERR_UNSUPPORTED;
     }
-    struct nv_gm_uffd_caps c2;
-    r->stage_fd = nv_gm_uffd_open(UFFD_FEATURE_MOVE, &c2, why, sizeof why);
+    struct nv_uffd_caps c2;
+    r->stage_fd = nv_uffd_open(UFFD_FEATURE_MOVE, &c2, why, sizeof why);
     if (r->stage_fd < 0) {
         nv_error("gmem: %s", why);
         return NETVM_ERR_UNSUPPORTED;
@@ -244,9 +244,9 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
      * 4 KiB pages */
     madvise(base, r->len, MADV_NOHUGEPAGE);
     madvise(r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE, MADV_NOHUGEPAGE);
-    int e = nv_gm_uffd_register(r->uffd, base, r->len, UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP);
+    int e = nv_uffd_register(r->uffd, base, r->len, UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP);
     if (e == 0)
-        e = nv_gm_uffd_register(r->stage_fd, r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE,
+        e = nv_uffd_register(r->stage_fd, r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE,
                                 UFFDIO_REGISTER_MODE_MISSING);
     if (e) {
         nv_error("gmem: UFFDIO_REGISTER failed: %s", strerror(-e));

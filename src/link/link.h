@@ -60,6 +60,9 @@ struct nv_link_caps {
 enum {
     NV_NOTE_COMPLETER = NETVM_F_NOTIFY_COMPLETER,  /* put, atomic: at the target once the data is visible */
     NV_NOTE_RESPONDER = NETVM_F_NOTIFY_RESPONDER,  /* get: at the target once its bytes were read */
+    NV_NOTE_QUIET     = 1u << 30,  /* put without remote: a failure at the target is dropped, never
+                                      kept for the next flush (a write the writer knows may land
+                                      in a segment that is gone, and does not care) */
 };
 struct nv_note {
     unsigned flags;   /* NV_NOTE_* */
@@ -108,6 +111,11 @@ struct nv_rdesc {
     unsigned  flags;      /* NV_RDESC_* */
     uint8_t  *mapped;     /* with NV_RDESC_MAPPED */
     void     *link_priv;  /* the link's own per-import state */
+    uint64_t  mr_key;     /* links with ops->mr_key: the target's registration key for this
+                             segment on this link (and addr is the segment's address there) */
+    uint64_t  mr_off;     /* where the registration mr_key names begins, as an offset into the
+                             segment (modulo 2^64): 0 for the whole segment's; a registration
+                             strategy's bucket otherwise (core/rma.c's held paths) */
 };
 
 /* A link operation that completes later returns NV_LINK_PENDING and then
@@ -124,6 +132,28 @@ struct nv_am_rx {
     void              *dst;      /* set by core: where a payload that is not here must land
                                     (NULL: the link discards it); at least h.len bytes */
     void              *cookie;   /* core's, for am_end */
+};
+
+/* A registration of this process's own memory that a link holds from the
+ * local registration cache (src/reg/rcache.h, which core runs for links
+ * through the lreg upcalls below): the registered range, covering what
+ * was asked, and what the link's registrar returned for it. */
+struct nv_lreg {
+    uintptr_t addr;
+    size_t    len;
+    void     *handle;
+};
+
+/* How a cache registers for its link. Access bits (NV_LREG_*) are the
+ * link's to define and opaque to the cache: an entry serves a lookup whose
+ * bits it includes. Called outside the cache's lock, from the thread
+ * calling the cache (never from its monitor). */
+struct nv_lreg_registrar {
+    void *arg;
+    /* register [addr, addr + len) (page-aligned by the cache) for access;
+     * *handle is what dereg later receives */
+    netvm_status_t (*reg)(void *arg, void *addr, size_t len, unsigned access, void **handle);
+    void           (*dereg)(void *arg, void *handle);
 };
 
 /* Calls from a link up into core, so core never needs to know link internals. */
@@ -153,6 +183,16 @@ struct nv_link_upcalls {
     void             (*peer_unref)(void *arg, struct nv_lpeer *lp);
     /* the tcp handshake (link/tcp/tcp.h describes them) */
     const void *hs;
+    /* A registration cache for the link's local buffers (RDMA descriptors,
+     * payloads a peer reads), never stale: lreg_open makes one that
+     * registers through r (copied), lreg_get finds or makes a registration
+     * covering [addr, addr + len) with access, held until lreg_put;
+     * lreg_close deregisters everything (no registration held). Any
+     * thread; NULL from lreg_open (and *st) if it cannot be made. */
+    void          *(*lreg_open)(void *arg, const struct nv_lreg_registrar *r, netvm_status_t *st);
+    netvm_status_t (*lreg_get)(void *cache, const void *addr, size_t len, unsigned access, struct nv_lreg **out);
+    void           (*lreg_put)(void *cache, struct nv_lreg *r);
+    void           (*lreg_close)(void *arg, void *cache);
 };
 
 /* The first member of every object a link registers in core's epoll set,
@@ -176,6 +216,12 @@ struct nv_link_ops {
      * caps say NV_LCAP_REGISTER (RDMA); NULL for links that need nothing */
     netvm_status_t (*mem_reg)(struct nv_link *l, void *addr, size_t len, unsigned rights, void **mr);
     void           (*mem_dereg)(struct nv_link *l, void *mr);
+    /* links whose initiators need the target's registration key (RDMA:
+     * the remote key of fi_write/fi_read): the key of what mem_reg
+     * returned. Core's import answer then carries it and the segment's
+     * address (the provider may address by virtual address), and the
+     * initiator finds them in nv_rdesc.mr_key and .addr. NULL otherwise. */
+    uint64_t       (*mr_key)(struct nv_link *l, void *mr);
 
     /* exporter side. Revocation is two steps, so that no initiator can see
      * a segment revoked on one path and live on another: core calls every

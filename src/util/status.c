@@ -22,6 +22,7 @@ static const char *const messages[NETVM_STATUS_COUNT] = {
     [NETVM_ERR_AGAIN]       = "not now: events already wait, a queue or listener is full",
     [NETVM_ERR_AUTH]        = "authentication failed (wrong job secret or credential)",
     [NETVM_ERR_BUSY]        = "held by another (a shared region's writer, or a name still mapped)",
+    [NETVM_ERR_UNPINNED]    = "target memory not pinned for remote access (NETVM_TCP_PINNED; see NETVM_REG)",
 };
 
 const char *netvm_strerror(netvm_status_t status)

@@ -78,8 +78,10 @@ int nv_tcp_hdr_decode(const uint8_t *buf, size_t len, struct nv_tcp_hdr *h, cons
         return fail(why, "unknown frame kind");
     if (h->status >= NETVM_STATUS_COUNT)
         return fail(why, "unknown status");
-    if (h->flags & ~(unsigned)(NV_TCP_F_ACK | NV_TCP_F_NOTIFY | NV_TCP_F_TRAILER | NV_TCP_F_GATE))
+    if (h->flags & ~(unsigned)(NV_TCP_F_ACK | NV_TCP_F_NOTIFY | NV_TCP_F_TRAILER | NV_TCP_F_GATE | NV_TCP_F_QUIET))
         return fail(why, "unknown flags");
+    if ((h->flags & NV_TCP_F_QUIET) && (h->kind != NV_TCP_PUT || (h->flags & (NV_TCP_F_ACK | NV_TCP_F_GATE))))
+        return fail(why, "quiet on a frame other than a PUT nobody waits for");
     if ((h->flags & NV_TCP_F_GATE) && (h->kind != NV_TCP_PUT || (h->flags & NV_TCP_F_NOTIFY)))
         return fail(why, "a gate on a frame other than a PUT without a notification");
     if ((h->flags & NV_TCP_F_TRAILER) && h->kind != NV_TCP_PUT && h->kind != NV_TCP_GET_RESP &&

@@ -60,6 +60,8 @@ enum {
                                      sender read the payload straight from memory that may vanish) */
     NV_TCP_F_GATE    = 1u << 3,   /* PUT without F_NOTIFY: operand is a gate; if the put fails, the
                                      target refuses what names the gate after it (a signal) */
+    NV_TCP_F_QUIET   = 1u << 4,   /* PUT without F_ACK or F_GATE: a failure is dropped, not kept for
+                                     the next FLUSH (the writer expects the segment may be gone) */
 };
 
 struct nv_tcp_hdr {

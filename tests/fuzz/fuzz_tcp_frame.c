@@ -55,9 +55,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned k = h.kind;
     if (k < NV_TCP_HELLO || k >= NV_TCP_KIND_END || h.status >= NETVM_STATUS_COUNT)
         abort();
-    if (h.flags & ~(unsigned)(NV_TCP_F_ACK | NV_TCP_F_NOTIFY | NV_TCP_F_TRAILER | NV_TCP_F_GATE))
+    if (h.flags & ~(unsigned)(NV_TCP_F_ACK | NV_TCP_F_NOTIFY | NV_TCP_F_TRAILER | NV_TCP_F_GATE | NV_TCP_F_QUIET))
         abort();
     if ((h.flags & NV_TCP_F_GATE) && (k != NV_TCP_PUT || (h.flags & NV_TCP_F_NOTIFY)))
+        abort();
+    if ((h.flags & NV_TCP_F_QUIET) && (k != NV_TCP_PUT || (h.flags & (NV_TCP_F_ACK | NV_TCP_F_GATE))))
         abort();
     if ((h.flags & NV_TCP_F_TRAILER) && k != NV_TCP_PUT && k != NV_TCP_GET_RESP && k != NV_TCP_AM)
         abort();

@@ -60,16 +60,16 @@ int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoul(argv[1], NULL, 0) : 16384;
     char why[512];
-    struct nv_gm_uffd_caps c;
+    struct nv_uffd_caps c;
     static unsigned char buf[GPAGE] __attribute__((aligned(GPAGE)));
     memset(buf, 1, sizeof buf);
 
     /* 1. synchronous write-protect faults */
-    fd = nv_gm_uffd_open(UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_MOVE, &c, why, sizeof why);
+    fd = nv_uffd_open(UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_MOVE, &c, why, sizeof why);
     CHECK(fd >= 0);
     unsigned char *r = mmap(NULL, n * GPAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     madvise(r, n * GPAGE, MADV_NOHUGEPAGE);
-    CHECK(nv_gm_uffd_register(fd, r, n * GPAGE, UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP) == 0);
+    CHECK(nv_uffd_register(fd, r, n * GPAGE, UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP) == 0);
     double t0 = now_us();
     for (size_t i = 0; i < n; i++)
         CHECK(nv_gm_uffd_copy(fd, (uintptr_t)(r + i * GPAGE), buf, GPAGE, UFFDIO_COPY_MODE_WP) == 0);
@@ -88,10 +88,10 @@ int main(int argc, char **argv)
     quit = 1;
     pthread_join(th, NULL);
     /* eviction primitives */
-    int sfd = nv_gm_uffd_open(UFFD_FEATURE_MOVE, &c, why, sizeof why);
+    int sfd = nv_uffd_open(UFFD_FEATURE_MOVE, &c, why, sizeof why);
     unsigned char *st = mmap(NULL, n * GPAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     madvise(st, n * GPAGE, MADV_NOHUGEPAGE);
-    CHECK(nv_gm_uffd_register(sfd, st, n * GPAGE, UFFDIO_REGISTER_MODE_MISSING) == 0);
+    CHECK(nv_uffd_register(sfd, st, n * GPAGE, UFFDIO_REGISTER_MODE_MISSING) == 0);
     double t5 = now_us();
     for (size_t i = 0; i < n; i++)
         CHECK(nv_gm_uffd_move(sfd, (uintptr_t)(st + i * GPAGE), (uintptr_t)(r + i * GPAGE), GPAGE) == 0);
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
     munmap(st, n * GPAGE);
 
     /* 2. WP_ASYNC + PAGEMAP_SCAN */
-    fd = nv_gm_uffd_open(UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED, &c,
+    fd = nv_uffd_open(UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED, &c,
                          why, sizeof why);
     if (fd < 0 || !(c.features & UFFD_FEATURE_WP_ASYNC)) {
         printf("  WP_ASYNC: not offered by this kernel\n");
@@ -120,7 +120,7 @@ int main(int argc, char **argv)
     }
     r = mmap(NULL, n * GPAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     madvise(r, n * GPAGE, MADV_NOHUGEPAGE);
-    CHECK(nv_gm_uffd_register(fd, r, n * GPAGE, UFFDIO_REGISTER_MODE_WP) == 0);
+    CHECK(nv_uffd_register(fd, r, n * GPAGE, UFFDIO_REGISTER_MODE_WP) == 0);
     for (size_t i = 0; i < n; i++)
         r[i * GPAGE] = 1;
     CHECK(nv_gm_uffd_wp(fd, (uintptr_t)r, n * GPAGE, UFFDIO_WRITEPROTECT_MODE_WP) == 0);

@@ -14,10 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void expect(const struct nv_gm_uffd_why *w, const char *want)
+static void expect(const struct nv_uffd_why *w, const char *want)
 {
     char buf[512];
-    nv_gm_uffd_explain(w, buf, sizeof buf);
+    nv_uffd_explain(w, buf, sizeof buf);
     if (!strstr(buf, want))
         FAILF("explanation \"%s\" does not say \"%s\"", buf, want);
     printf("unsupported: \"%s\"\n", buf);
@@ -25,16 +25,16 @@ static void expect(const struct nv_gm_uffd_why *w, const char *want)
 
 int main(void)
 {
-    expect(&(struct nv_gm_uffd_why){ .sys_errno = EPERM, .dev_errno = EACCES, .euid = 1000, .unprivileged = 0,
+    expect(&(struct nv_uffd_why){ .sys_errno = EPERM, .dev_errno = EACCES, .euid = 1000, .unprivileged = 0,
                                      .dev_exists = 1 },
            "not root and vm.unprivileged_userfaultfd=0");
-    expect(&(struct nv_gm_uffd_why){ .sys_errno = EPERM, .dev_errno = EACCES, .euid = 1000, .unprivileged = 0,
+    expect(&(struct nv_uffd_why){ .sys_errno = EPERM, .dev_errno = EACCES, .euid = 1000, .unprivileged = 0,
                                      .dev_exists = 1 },
            "no read-write access to /dev/userfaultfd");
-    expect(&(struct nv_gm_uffd_why){ .sys_errno = ENOSYS, .dev_errno = ENOENT, .euid = 0, .unprivileged = -1,
+    expect(&(struct nv_uffd_why){ .sys_errno = ENOSYS, .dev_errno = ENOENT, .euid = 0, .unprivileged = -1,
                                      .dev_exists = 0 },
            "this kernel has no userfaultfd");
-    expect(&(struct nv_gm_uffd_why){ .sys_errno = EPERM, .dev_errno = ENOENT, .euid = 1000, .unprivileged = 0,
+    expect(&(struct nv_uffd_why){ .sys_errno = EPERM, .dev_errno = ENOENT, .euid = 1000, .unprivileged = 0,
                                      .dev_exists = 0 },
            "/dev/userfaultfd does not exist");
 

@@ -275,6 +275,14 @@ def case_nonroot(a):
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         print("SKIP: needs root (to switch users and set the sysctl) and setpriv")
         return SKIP
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    # the unprivileged user must reach the build tree (a clone under a
+    # mode-700 directory such as mktemp -d's is out of its reach)
+    reach = subprocess.run(nobody + ["test", "-r", a.preload, "-a", "-x", a.prog, "-a", "-x", a.netvm])
+    if reach.returncode != 0:
+        print("SKIP: user 65534 cannot reach the build tree (%s): a directory on its path is closed to it"
+              % os.path.dirname(a.preload))
+        return SKIP
     sysctl = "/proc/sys/vm/unprivileged_userfaultfd"
     old = open(sysctl).read().strip()
     dev = "/dev/userfaultfd"
@@ -284,7 +292,6 @@ def case_nonroot(a):
             f.write("0")
         if dev_mode is not None:
             os.chmod(dev, 0o600)
-        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
         env = dict(os.environ, XDG_RUNTIME_DIR="")
         r = subprocess.run(nobody + [a.netvm, "gmem", "run", "--", a.prog, "all", "8"], capture_output=True,
                            text=True, timeout=LIMIT, env=env)

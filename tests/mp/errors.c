@@ -1,6 +1,7 @@
 /* Every error an initiator can meet returns its own status, and the
  * target's memory is untouched afterwards. */
 #include "check.h"
+#include "core/svc.h"
 
 #include <string.h>
 #include <sys/mman.h>
@@ -103,6 +104,17 @@ int main(void)
     CHECK_ST(netvm_get(ctx, buf, r_gone, 0, 8, 0), NETVM_ERR_REVOKED);
     CHECK_ST(netvm_atomic(ctx, r_gone, 0, NETVM_AOP_ADD, 1, 0, NULL), NETVM_ERR_REVOKED);
     CHECK_ST(netvm_import(ctx, next, "gone", &tmp), NETVM_ERR_NOTFOUND);
+    /* a put nobody waits for fails at once (shm) or at the next flush */
+    netvm_req_t *nb;
+    netvm_status_t st = netvm_put_nb(ctx, r_gone, 0, buf, 8, 0, &nb);
+    CHECK(st == NETVM_OK || st == NETVM_ERR_REVOKED);
+    CHECK_ST(netvm_flush(ctx, next), st == NETVM_OK ? NETVM_ERR_REVOKED : NETVM_OK);
+    /* a service's quiet put (a channel's credit to a closed sender): its
+     * failure reaches no later flush */
+    st = nv_svc_put_quiet(ctx, r_gone, 0, buf, 8);
+    CHECK(st == NETVM_OK || st == NETVM_ERR_REVOKED);
+    CHECK_OK(netvm_flush(ctx, next));
+    CHECK_OK(netvm_put(ctx, r_rw, 0, buf, 8, 0));   /* and the connection still works */
     /* its slot may be reused by a new segment: the old import still fails */
     netvm_seg_t *again;
     uint8_t again_buf[64] = { 0 };
@@ -113,12 +125,18 @@ int main(void)
     untouched(gone, LEN, 0x77);
     untouched(again_buf, sizeof again_buf, 0);
 
-    /* the exported range unmapped behind netvm's back */
-    CHECK(munmap(vanish, LEN) == 0);
-    CHECK_OK(netvm_barrier(ctx));
-    CHECK_ST(netvm_put(ctx, r_vanish, 0, buf, 8, 0), NETVM_ERR_FAULT);
-    CHECK_ST(netvm_get(ctx, buf, r_vanish, 0, 8, 0), NETVM_ERR_FAULT);
-    CHECK_ST(netvm_atomic(ctx, r_vanish, 0, NETVM_AOP_FADD, 1, 0, NULL), NETVM_ERR_FAULT);
+    /* the exported range unmapped behind netvm's back. Not on the ofi
+     * link: the provider, not netvm, copies into the target's memory
+     * there, so nothing can turn the fault into an error until the
+     * registration cache's unmap events reach the link (docs/links.md) */
+    const char *lk = getenv("NETVM_LINKS");
+    if (!lk || strcmp(lk, "ofi") != 0) {
+        CHECK(munmap(vanish, LEN) == 0);
+        CHECK_OK(netvm_barrier(ctx));
+        CHECK_ST(netvm_put(ctx, r_vanish, 0, buf, 8, 0), NETVM_ERR_FAULT);
+        CHECK_ST(netvm_get(ctx, buf, r_vanish, 0, 8, 0), NETVM_ERR_FAULT);
+        CHECK_ST(netvm_atomic(ctx, r_vanish, 0, NETVM_AOP_FADD, 1, 0, NULL), NETVM_ERR_FAULT);
+    }
     CHECK_OK(netvm_barrier(ctx));
 
     /* a valid handle imports and works; handles travel out of band, here

@@ -34,7 +34,7 @@ static void one_region(netvm_ctx_t *ctx, const char *name, uint8_t *mine, size_t
     const char *links = getenv("NETVM_LINKS"), *mapped = getenv("NETVM_SHM_MAPPED"), *nodes = getenv("NETVM_NNODES");
     if (strcmp(name, "shared") != 0)
         CHECK(!netvm_rseg_is_mapped(r));
-    else if ((!links || strcmp(links, "tcp") != 0 || size == 1) && (!mapped || atoi(mapped) != 0) &&
+    else if ((!links || (strcmp(links, "tcp") != 0 && strcmp(links, "ofi") != 0) || size == 1) && (!mapped || atoi(mapped) != 0) &&
              (!nodes || atoi(nodes) <= 1))
         CHECK(netvm_rseg_is_mapped(r));
     static const size_t sizes[] = { 1, 2, 3, 7, 8, 9, 63, 64, 65, 4095, 4096, 4097, 65537, 1u << 20, (1u << 20) + 3, 16u << 20 };

@@ -341,9 +341,10 @@ static void frame(void)
     CHECK(frame_rejected(&h));
 
     /* flags: unknown bits everywhere; TRAILER only on PUT, GET_RESP, AM;
-     * ACK and NOTIFY only on PUT and GET; GATE only on a PUT without NOTIFY */
+     * ACK and NOTIFY only on PUT and GET; GATE only on a PUT without NOTIFY;
+     * QUIET only on a PUT without ACK or GATE */
     for (unsigned k = NV_TCP_HELLO; k < NV_TCP_KIND_END; k++) {
-        for (unsigned bit = 4; bit < 16; bit++) {
+        for (unsigned bit = 5; bit < 16; bit++) {
             h = (struct nv_tcp_hdr){ .kind = (uint8_t)k, .flags = (uint16_t)(1u << bit), .len = ok_len(k) };
             CHECK(frame_rejected(&h));
         }
@@ -366,6 +367,14 @@ static void frame(void)
         h.flags = NV_TCP_F_GATE | NV_TCP_F_TRAILER | NV_TCP_F_ACK;
         CHECK(frame_rejected(&h) == (k != NV_TCP_PUT));
         h.flags = NV_TCP_F_GATE | NV_TCP_F_NOTIFY;
+        CHECK(frame_rejected(&h));
+        h.flags = NV_TCP_F_QUIET;
+        CHECK(frame_rejected(&h) == (k != NV_TCP_PUT));
+        h.flags = NV_TCP_F_QUIET | NV_TCP_F_TRAILER | NV_TCP_F_NOTIFY;
+        CHECK(frame_rejected(&h) == (k != NV_TCP_PUT));
+        h.flags = NV_TCP_F_QUIET | NV_TCP_F_ACK;
+        CHECK(frame_rejected(&h));
+        h.flags = NV_TCP_F_QUIET | NV_TCP_F_GATE;
         CHECK(frame_rejected(&h));
     }
 

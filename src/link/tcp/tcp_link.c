@@ -173,6 +173,8 @@ static netvm_status_t tcp_put(struct nv_link *l, struct nv_rdesc *d, uint64_t of
     if (remote) {
         h.flags |= NV_TCP_F_ACK;
         h.req_id = id;
+    } else if (note && (note->flags & NV_NOTE_QUIET)) {
+        h.flags |= NV_TCP_F_QUIET;
     }
     if (note && note->gate) {
         if (h.flags & NV_TCP_F_NOTIFY)

@@ -91,7 +91,7 @@ static void put_done(struct tcp_conn *c, const struct nv_tcp_hdr *h, netvm_statu
         gate_fail(c, (uint32_t)h->operand, st);   /* the signal behind it is refused */
     if (h->flags & NV_TCP_F_ACK)
         answer(c, NV_TCP_PUT_ACK, h->req_id, st, 0);
-    else if (st != NETVM_OK && !(h->flags & NV_TCP_F_GATE) && c->first_err == NETVM_OK)
+    else if (st != NETVM_OK && !(h->flags & (NV_TCP_F_GATE | NV_TCP_F_QUIET)) && c->first_err == NETVM_OK)
         c->first_err = st;   /* reported by the next FLUSH (a gated put's by its signal's answer) */
 }
 

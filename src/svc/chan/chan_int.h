@@ -114,8 +114,7 @@ struct nv_ring_rx {
     uint64_t               tail;      /* bytes consumed */
     uint64_t               acked;     /* credit last written back */
     uint64_t               thresh;    /* write credit back once this much is unacked */
-    uint64_t               credit_val;  /* source of the credit put in flight */
-    netvm_req_t           *credit_req;
+    uint64_t               credit_val;  /* source of the last credit put */
     netvm_rseg_t          *credit;    /* the sender's credit segment, once attached */
 };
 

@@ -3,6 +3,7 @@
  * to the sender's credit word lazily, once a quarter of the ring (or less,
  * when large messages need it) is unacknowledged. */
 #include "chan_int.h"
+#include "core/svc.h"
 
 #include <string.h>
 
@@ -64,14 +65,14 @@ static void write_credit(struct nv_ring_rx *r)
 {
     if (!nv_ring_rx_attached(r))
         return;   /* the sender writes its handle before any record: not reached */
-    /* At most one write-back in flight: its source word must stay put. A
-     * failure means the sender is gone; its records are still here. */
-    if (r->credit_req)
-        (void)netvm_wait(&r->credit_req);
+    /* The put is complete locally on return, so the source word may change
+     * at once. The sender may close and free its credit word between the
+     * look at the closed bit and this write's arrival: a quiet put, so that
+     * expected failure (the sender is gone; its records are still here)
+     * is not reported by this process's next flush to that rank, which has
+     * nothing to do with this ring. */
     r->credit_val = r->tail;
-    r->credit_req = NULL;
-    if (netvm_put_nb(r->ctx, r->credit, 0, &r->credit_val, sizeof r->credit_val, 0, &r->credit_req))
-        r->credit_req = NULL;
+    (void)nv_svc_put_quiet(r->ctx, r->credit, 0, &r->credit_val, sizeof r->credit_val);
     r->acked = r->tail;
 }
 
@@ -102,8 +103,6 @@ netvm_status_t nv_ring_rx_take(struct nv_ring_rx *r, void *buf, size_t cap, size
 
 void nv_ring_rx_fini(struct nv_ring_rx *r)
 {
-    if (r->credit_req)
-        (void)netvm_wait(&r->credit_req);
     if (r->credit)
         netvm_release(r->credit);
     r->credit = NULL;
