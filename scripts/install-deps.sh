@@ -20,6 +20,11 @@ have ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
 # mpirun for its tests (tests/pmix; the Slurm one also wants slurmctld, slurmd)
 pkg-config --exists pmix 2>/dev/null || need+=(libpmix-dev pkg-config)
 have mpirun || need+=(openmpi-bin)
+# a private single-node Slurm for pmix_slurm_2 (srun --mpi=pmix), so that test
+# runs on every machine rather than only where Slurm happened to be
+have slurmd || [ -x /usr/sbin/slurmd ] || need+=(slurmd)
+have slurmctld || [ -x /usr/sbin/slurmctld ] || need+=(slurmctld)
+have srun || need+=(slurm-client)
 # netvm gmem run's tests: programs on jemalloc and tcmalloc, and redis (which links jemalloc)
 [ -f /usr/include/jemalloc/jemalloc.h ] || need+=(libjemalloc-dev libjemalloc2)
 [ -f /usr/include/gperftools/tcmalloc.h ] || need+=(libgoogle-perftools-dev)
