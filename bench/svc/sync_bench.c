@@ -14,8 +14,8 @@
  *   sem_lat       uncontended sem wait + post, us
  *   barrier_lat   a barrier (netvm_gbarrier) over 2 ranks and over all, us
  *
- * (A holder waits at most 50 ms for a successor: on a machine so busy
- * that it does, the row counts some releases that were no hand-off.)
+ * (A rank that has made its turns keeps taking turns, counted, until all
+ * have: see handoffs().)
  *
  * Each measurement doubles its count until a batch lasts min-ms/8 (the
  * warm-up), then times one batch sized to last min-ms (default 200; --quick
@@ -59,24 +59,58 @@ static void emit(const char *metric, size_t size, const char *unit, double v)
 
 /* --- batches ----------------------------------------------------------------- */
 
-/* Every release a hand-off: the holder keeps the lock until a successor
- * has linked itself behind it (a look at its own node: no traffic),
- * except at its last acquisition, when others may be done. */
-static void handoffs(uint64_t n)
+/* The control segment (rank 0's "sb.ctl"): the batch's command, then what
+ * a hand-off batch counts. */
+enum { CTL_CMD = 0, CTL_DONE = 16, CTL_EXTRA = 24 };
+
+static uint64_t ctl_word(size_t off)
 {
-    for (uint64_t i = 0; i < n; i++) {
+    uint64_t v = 0;
+    OK(netvm_get(ctx, &v, ctlr, off, 8, 0));
+    return v;
+}
+
+/* Every release a hand-off: the holder keeps the lock until a successor
+ * has linked itself behind it (a look at its own node: no traffic). A rank
+ * that has made its n acquisitions says so in CTL_DONE and goes on taking
+ * turns, counted in CTL_EXTRA, until every one of the parts has: so the
+ * ranks whose turns ran ahead keep the others company instead of leaving
+ * them to wait for successors that will not come (3 ranks on 2 cores
+ * drift apart). */
+static void handoffs(uint64_t n, uint64_t parts)
+{
+    uint64_t extra = 0;
+    int said = 0;
+    for (uint64_t i = 0;; i++) {
         OK(netvm_lock_acquire(lock));
-        if (i + 1 < n) {
-            struct nv_sync_node *node = &lock->h.st->nodes[atomic_load(&lock->h.held) - 1];
-            /* bounded: should the turns of the ranks drift apart, nobody
-             * waits for a successor that has finished */
-            double t0 = now_s();
-            while (!atomic_load(&node->next) && now_s() - t0 < 0.05)
-                if (!netvm_progress(ctx))
-                    sched_yield();   /* the successor may need this core */
+        struct nv_sync_node *node = &lock->h.st->nodes[atomic_load(&lock->h.held) - 1];
+        double t0 = now_s(), looked = t0;
+        /* at its last counted turn or after, a rank whose company is all
+         * done waits for nobody; it looks again once a millisecond */
+        int last = i + 1 >= n && ctl_word(CTL_DONE) + !said == parts;
+        while (!last && !atomic_load(&node->next)) {
+            if (!netvm_progress(ctx))
+                sched_yield();   /* the successor may need this core */
+            double t = now_s();
+            if (t - looked > 0.001) {
+                looked = t;
+                last = ctl_word(CTL_DONE) + !said == parts && i + 1 >= n;
+            }
         }
         OK(netvm_lock_release(lock));
+        if (i + 1 < n)
+            continue;
+        if (i + 1 > n)
+            extra++;
+        if (!said) {
+            OK(netvm_atomic(ctx, ctlr, CTL_DONE, NETVM_AOP_FADD, 1, 0, NULL));
+            said = 1;
+        }
+        if (ctl_word(CTL_DONE) == parts)
+            break;
     }
+    if (extra)
+        OK(netvm_atomic(ctx, ctlr, CTL_EXTRA, NETVM_AOP_FADD, extra, 0, NULL));
 }
 
 static void run_op(int op, uint64_t n)
@@ -84,10 +118,10 @@ static void run_op(int op, uint64_t n)
     switch (op) {
     case OP_HANDOFF2:
         if (me < 2)
-            handoffs(n);
+            handoffs(n, 2);
         break;
     case OP_HANDOFFALL:
-        handoffs(n);
+        handoffs(n, (uint64_t)nranks);
         break;
     case OP_BAR2:
         if (me < 2)
@@ -101,16 +135,23 @@ static void run_op(int op, uint64_t n)
     }
 }
 
-/* rank 0: one collective batch of op, n each; seconds */
+/* rank 0: one collective batch of op, n each; seconds. A hand-off batch's
+ * time is scaled to n turns each: the turns taken past n (CTL_EXTRA) are
+ * counted with them. */
 static double collective(int op, uint64_t n)
 {
-    uint64_t cmd[2] = { (uint64_t)op, n };
+    uint64_t cmd[4] = { (uint64_t)op, n, 0, 0 };
     OK(netvm_put(ctx, ctlr, 0, cmd, sizeof cmd, 0));
     OK(netvm_barrier(ctx));
     double t0 = now_s();
     run_op(op, n);
     OK(netvm_barrier(ctx));
-    return now_s() - t0;
+    double t = now_s() - t0;
+    if (op == OP_HANDOFF2 || op == OP_HANDOFFALL) {
+        double turns = (double)n * (op == OP_HANDOFF2 ? 2 : nranks);
+        t *= turns / (turns + (double)ctl_word(CTL_EXTRA));
+    }
+    return t;
 }
 
 /* the other ranks: serve collective batches until OP_END */

@@ -252,8 +252,12 @@ netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *
     struct nv_sync_state *st = h->st;
     struct sleeper w = { &st->nodes[slot], next };
     uint64_t start = now_ns();
-    while (!woken(&w) && now_ns() - start < st->ctx->spin_ns)
+    /* each look is a short spin of core's (64 passes) */
+    for (unsigned passes = 64; !woken(&w) && now_ns() - start < st->ctx->spin_ns; passes += 64) {
         nv_progress_wait(st->ctx, woken, &w, 0, 1);
+        if (!woken(&w))
+            nv_spin_pause(st->ctx, passes);
+    }
     int futex = futex_sleep_ok(st, waker);
     if (futex)
         nv_progress_release(st->ctx);   /* the progress thread serves the wake from now on */
