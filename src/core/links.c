@@ -161,6 +161,18 @@ static netvm_status_t open_ofi(netvm_ctx_t *ctx, struct nv_ofi_card *card)
     struct nv_ofi_params op = { .provider = nv_config_str("NETVM_OFI_PROVIDER"), .max_segments = ctx->atu.cap,
                                 .host_id = nv_shm_host_id(), .ep = &ctx->ep, .timeout_ms = ctx->timeout_ms,
                                 .force_mr_local = (int)nv_config_long("NETVM_OFI_MR_LOCAL", 0, 1) };
+    op.spin_yield = ctx->spin_yield;
+    const char *amo = nv_config_str("NETVM_OFI_ATOMICS");
+    if (!amo || !strcmp(amo, "auto"))
+        op.atomics = NV_OFI_AMO_AUTO;
+    else if (!strcmp(amo, "native"))
+        op.atomics = NV_OFI_AMO_NATIVE;
+    else if (!strcmp(amo, "emulated"))
+        op.atomics = NV_OFI_AMO_EMULATED;
+    else {
+        nv_error("NETVM_OFI_ATOMICS=%s: expected auto, native or emulated", amo);
+        return NETVM_ERR_INVAL;
+    }
     struct nv_link_upcalls up = upcalls(ctx);
     struct nv_link *l;
     netvm_status_t st = nv_ofi_link_open(&l, ctx->pfd, &op, &up, card);

@@ -492,6 +492,16 @@ netvm_status_t netvm_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t 
 
 /* --- atomics ----------------------------------------------------------------------- */
 
+/* Does the link run this one itself? Not where a registration strategy
+ * must hold the target's bucket for it: the link's key is then the whole
+ * segment's only under none and pin-all. */
+static int native_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, netvm_atomic_op_t op)
+{
+    if (r->d.flags & NV_RDESC_ATOMIC)
+        return 1;
+    return (r->d.flags & NV_RDESC_ATOMIC_BASIC) && op != NETVM_AOP_FCAA && !nv_regc_needed(ctx, r);
+}
+
 netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_atomic_op_t op,
                          uint64_t operand, uint64_t compare, uint64_t *result, unsigned flags,
                          uint64_t tag, netvm_req_t **reqp)
@@ -507,7 +517,7 @@ netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_at
     struct own_ev ev = { .tag = tag, .kinds = (flags & NETVM_F_NOTIFY_REQUESTER) ? NV_REQEV_REQUESTER : 0 };
     if (!reqp && !ev.kinds)
         ev.kinds = NV_REQEV_ERROR;   /* nobody waits: a failure goes to the next flush */
-    if (r->d.flags & NV_RDESC_ATOMIC) {
+    if (native_atomic(ctx, r, op)) {
         uint64_t old;
         if ((st = nv_rma_keep_order(ctx, r->peer, flags)) != NETVM_OK)
             return st;
@@ -555,7 +565,7 @@ netvm_status_t netvm_atomic_nb(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off,
 netvm_status_t netvm_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_atomic_op_t op,
                             uint64_t operand, uint64_t compare, uint64_t *result)
 {
-    if (nv_in_handler && r && !(r->d.flags & NV_RDESC_ATOMIC))
+    if (nv_in_handler && r && !native_atomic(ctx, r, op))
         return NETVM_ERR_STATE;   /* the target runs it: use netvm_atomic_nb */
     netvm_req_t *q;
     netvm_status_t st = netvm_atomic_nb(ctx, r, off, op, operand, compare, result, &q);

@@ -89,6 +89,8 @@ struct nv_seg_desc {
 enum {
     NV_RDESC_MAPPED = 1u << 0,  /* `mapped` points at the segment: loads and stores */
     NV_RDESC_ATOMIC = 1u << 1,  /* the link runs atomics natively on this segment */
+    NV_RDESC_ATOMIC_BASIC = 1u << 2,  /* ... all but NETVM_AOP_FCAA (a fabric's atomics), which
+                                         core emulates */
 };
 
 /* A link's view of one peer, embedded in core's. */
@@ -258,7 +260,8 @@ struct nv_link_ops {
                           const struct nv_note *note);
     netvm_status_t (*get)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
                           void *dst, size_t len, void *token, uint32_t id, const struct nv_note *note);
-    /* only for descriptors with NV_RDESC_ATOMIC */
+    /* only for descriptors with NV_RDESC_ATOMIC, or NV_RDESC_ATOMIC_BASIC and
+     * an operation other than NETVM_AOP_FCAA */
     netvm_status_t (*atomic)(struct nv_link *l, struct nv_rdesc *d, uint64_t off,
                              netvm_atomic_op_t op, uint64_t operand, uint64_t compare,
                              uint64_t *result, const struct nv_note *note);

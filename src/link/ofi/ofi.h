@@ -30,6 +30,15 @@ struct nv_ofi_params {
     int           timeout_ms;   /* NETVM_TIMEOUT: the longest a put waits for its local completion */
     int           force_mr_local; /* NETVM_OFI_MR_LOCAL: descriptors for local buffers even where
                                      the provider needs none (tests the FI_MR_LOCAL path) */
+    int           atomics;      /* NETVM_OFI_ATOMICS: NV_OFI_AMO_* */
+    unsigned      spin_yield;   /* NETVM_SPIN_YIELD: passes of a wait here before it yields
+                                   between them (0: never) */
+};
+/* Who runs netvm's atomics on a peer's segment over the ofi link. */
+enum {
+    NV_OFI_AMO_AUTO = 0,   /* the provider where the target's CPU runs them (software providers) */
+    NV_OFI_AMO_NATIVE,     /* the provider wherever it validates them */
+    NV_OFI_AMO_EMULATED,   /* core's active messages, always */
 };
 
 /* How a job rank reaches this process (through the bootstrap allgather). */

@@ -138,6 +138,7 @@ static void handle(struct ofi_link *o, struct ofi_op *op, uint64_t flags, size_t
         break;
     case OP_WRITE:
     case OP_READ:
+    case OP_ATOMIC:
         ofi_rma_done(o, op, st);
         break;
     case OP_RDV_READ:
@@ -451,6 +452,7 @@ static struct nv_link_ops ofi_ops = {
     .am_send = ofi_am_send,
     .gate_failed = ofi_gate_failed,
     .flush = ofi_flush,
+    .atomic = ofi_atomic,
     .poll = ofi_poll,
     .epoll_event = ofi_epoll_event,
     .poll_enter = ofi_poll_enter,
@@ -464,12 +466,14 @@ static struct nv_link_ops ofi_ops = {
 
 const struct nv_link_ops *nv_ofi_link_ops(void) { return &ofi_ops; }
 
-static struct fi_info *hints_for(const char *provider)
+static struct fi_info *hints_for(const char *provider, int atomics)
 {
     struct fi_info *h = nv_ofi_fi.dupinfo(NULL);
     if (!h)
         return NULL;
     h->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND | FI_RECV;
+    if (atomics)
+        h->caps |= FI_ATOMIC;
     h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
     h->ep_attr->type = FI_EP_RDM;
     /* what this link can live with; the provider keeps the modes it needs.
@@ -510,6 +514,45 @@ static void shm_sweep_own_stale(void)
     pthread_mutex_unlock(&once_lock);
 }
 
+/* The providers whose atomics the target's own CPU runs, with the
+ * processor's atomic instructions (libfabric's software atomics: its
+ * util code, built with the compiler's __atomic builtins), so they are
+ * atomic with the CPU atomics of netvm's other links on the same word. */
+static int cpu_atomics(const char *prov)
+{
+    static const char *const soft[] = { "tcp", "ofi_rxm", "shm", "sockets", "udp", "ofi_rxd" };
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", prov ? prov : "");
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
+        int known = 0;
+        for (size_t k = 0; k < sizeof soft / sizeof *soft; k++)
+            known |= !strcmp(t, soft[k]);
+        if (!known)
+            return 0;
+    }
+    return prov && *prov;
+}
+
+/* Native atomics: wanted (NETVM_OFI_ATOMICS), and the provider validates
+ * every operation they need on 64-bit words */
+static int native_atomics_wanted(struct ofi_link *o, const struct fi_info *i, int mode)
+{
+    const char *prov = i->fabric_attr->prov_name;
+    if (mode == NV_OFI_AMO_AUTO && !cpu_atomics(prov)) {
+        nv_info("ofi link: atomics emulated: provider %s runs its atomics in the NIC, which is not atomic "
+                "with the CPU's on the same word (NETVM_OFI_ATOMICS=native: see docs/links.md)", prov);
+        return 0;
+    }
+    size_t n = 0;
+    int ok = fi_fetch_atomicvalid(o->ep, FI_UINT64, FI_SUM, &n) == 0 && n >= 1 &&
+             fi_fetch_atomicvalid(o->ep, FI_UINT64, FI_ATOMIC_WRITE, &n) == 0 && n >= 1 &&
+             fi_compare_atomicvalid(o->ep, FI_UINT64, FI_CSWAP, &n) == 0 && n >= 1;
+    if (!ok)
+        nv_info("ofi link: atomics emulated: provider %s lacks 64-bit fetch-add, swap or compare-swap", prov);
+    return ok;
+}
+
 static netvm_status_t fail(struct ofi_link *o, const char *what, int rc)
 {
     nv_error("ofi link: %s failed: %s", what, nv_ofi_fi.strerror(-rc));
@@ -540,13 +583,24 @@ netvm_status_t nv_ofi_link_open(struct nv_link **out, int pfd, const struct nv_o
         ofi_destroy(&o->base);
         return NETVM_ERR_NOMEM;
     }
-    struct fi_info *h = hints_for(p->provider);
-    if (!h) {
-        ofi_destroy(&o->base);
-        return NETVM_ERR_NOMEM;
+    /* with FI_ATOMIC where atomics may be native; a provider without them
+     * is then asked again without (libfabric 1.17's tcp;ofi_rxm: with
+     * FI_ATOMIC it offers no send-after-write ordering, which the link's
+     * OK_ACCESS after a write needs) */
+    int rc = -FI_ENODATA;
+    for (int amo = p->atomics != NV_OFI_AMO_EMULATED; amo >= 0 && (rc || !o->info); amo--) {
+        struct fi_info *h = hints_for(p->provider, amo);
+        if (!h) {
+            ofi_destroy(&o->base);
+            return NETVM_ERR_NOMEM;
+        }
+        rc = nv_ofi_fi.getinfo(OFI_API, NULL, NULL, 0, h, &o->info);
+        nv_ofi_fi.freeinfo(h);
+        o->native_amo = amo && !rc && o->info;
+        if (amo && !o->native_amo)
+            nv_info("ofi link: atomics emulated: the provider offers no FI_ATOMIC with the ordering and "
+                    "modes the link needs (%s)", nv_ofi_fi.strerror(-rc));
     }
-    int rc = nv_ofi_fi.getinfo(OFI_API, NULL, NULL, 0, h, &o->info);
-    nv_ofi_fi.freeinfo(h);
     if (rc || !o->info) {
         nv_error("ofi link: no libfabric provider%s%s offers a reliable datagram endpoint with RMA: %s",
                  p->provider ? " named " : "", p->provider ? p->provider : "", nv_ofi_fi.strerror(-rc));
@@ -590,6 +644,9 @@ netvm_status_t nv_ofi_link_open(struct nv_link **out, int pfd, const struct nv_o
     if ((rc = fi_enable(o->ep)))
         return fail(o, "fi_enable", rc);
     o->enabled = 1;
+    o->native_amo = o->native_amo && native_atomics_wanted(o, i, p->atomics);
+    if (o->native_amo)
+        nv_info("ofi link: atomics native (the provider's), FCAA emulated");
     struct nv_lreg_registrar reg = ofi_lreg_registrar;
     reg.arg = o;
     netvm_status_t rst = NETVM_OK;
@@ -629,7 +686,7 @@ netvm_status_t nv_ofi_link_open(struct nv_link **out, int pfd, const struct nv_o
             o->wait_fd = -1;
         }
     }
-    unsigned f = NV_LCAP_REGISTER;
+    unsigned f = NV_LCAP_REGISTER | (o->native_amo ? NV_LCAP_ATOMIC : 0);
     uint64_t need = FI_ORDER_SAW | FI_ORDER_WAW | FI_ORDER_RAW;
     if ((i->tx_attr->msg_order & need) == need)
         f |= NV_LCAP_ORDERED;

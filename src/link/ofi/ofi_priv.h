@@ -15,6 +15,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_errno.h>
 
 /* libfabric's five functions, loaded at the first link's opening
@@ -98,7 +99,7 @@ struct ofi_access {
 };
 
 /* An operation in flight: its completion names it (fi_context2 first). */
-enum ofi_op_kind { OP_RX = 1, OP_SEND, OP_WRITE, OP_READ, OP_RDV_SEND, OP_RDV_READ, OP_FLUSH };
+enum ofi_op_kind { OP_RX = 1, OP_SEND, OP_WRITE, OP_READ, OP_RDV_SEND, OP_RDV_READ, OP_FLUSH, OP_ATOMIC };
 struct ofi_peer;
 struct ofi_op {
     struct fi_context2 fctx;
@@ -120,6 +121,7 @@ struct ofi_op {
     uint64_t           cookie;    /* OP_RDV_READ: the sender's op */
     int               *sync_done; /* a put that waits for its local completion in place */
     int                quiet;     /* a put whose failure no flush reports (NV_NOTE_QUIET) */
+    uint64_t           amo[3];    /* OP_ATOMIC: operand, compare, result (one local registration) */
     struct ofi_op     *next;      /* the link's list of pending answers */
 };
 
@@ -178,6 +180,7 @@ struct ofi_link {
     int                   rx_cq_data;   /* remote CQ data consumes a posted receive */
     int                   mr_local;     /* local buffers need descriptors (FI_MR_LOCAL, or
                                            NETVM_OFI_MR_LOCAL=1 to exercise the path) */
+    int                   native_amo;   /* netvm's atomics (but FCAA) run as the provider's */
     void                 *rc;           /* registrations of local buffers and rendezvous payloads */
     struct fid_mr        *rx_mr;        /* mr_local: the receive buffers' */
     size_t                inject;
@@ -247,6 +250,8 @@ netvm_status_t ofi_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, cons
 netvm_status_t ofi_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void *dst, size_t len,
                        void *token, uint32_t id, const struct nv_note *note);
 netvm_status_t ofi_flush(struct nv_link *l, struct nv_lpeer *lp, void *token, uint32_t id);
+netvm_status_t ofi_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, netvm_atomic_op_t op,
+                          uint64_t operand, uint64_t compare, uint64_t *result, const struct nv_note *note);
 int            ofi_gate_failed(struct nv_link *l, struct nv_lpeer *lp, uint32_t gate, netvm_status_t *st);
 /* The target's side: an OK_ACCESS from pe. */
 void           ofi_serve_access(struct ofi_link *o, struct ofi_peer *pe, const struct ofi_access *a);

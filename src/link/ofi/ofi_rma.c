@@ -239,6 +239,8 @@ netvm_status_t ofi_import_done(struct nv_link *l, struct nv_rdesc *d)
     pe->imports = im;
     pthread_mutex_unlock(&o->lock);
     d->link_priv = im;
+    if (o->native_amo)
+        d->flags |= NV_RDESC_ATOMIC_BASIC;
     return NETVM_OK;
 }
 
@@ -389,11 +391,15 @@ static uint64_t raddr(struct ofi_link *o, const struct nv_rdesc *d, uint64_t off
 }
 
 /* Wait here for a put's local completion (a payload too large to copy
- * and the caller wants its buffer back at return). */
-static netvm_status_t wait_local(struct ofi_link *o, struct ofi_op *op, int *done)
+ * and the caller wants its buffer back at return), or an atomic's (its
+ * old value to *fetched). */
+static netvm_status_t wait_local(struct ofi_link *o, struct ofi_op *op, int *done, uint64_t *fetched)
 {
     uint64_t until = nv_now_ns() + (uint64_t)o->p.timeout_ms * 1000000ull;
-    while (!__atomic_load_n(done, __ATOMIC_ACQUIRE)) {
+    for (unsigned passes = 0; !__atomic_load_n(done, __ATOMIC_ACQUIRE); passes++) {
+        /* the target may need this core to progress its provider */
+        if (o->p.spin_yield && passes >= o->p.spin_yield)
+            sched_yield();
         ofi_progress(o);
         if (nv_now_ns() > until || atomic_load(&op->peer->dead)) {
             /* the provider still owns the op: leave it to its completion */
@@ -407,6 +413,8 @@ static netvm_status_t wait_local(struct ofi_link *o, struct ofi_op *op, int *don
         }
     }
     netvm_status_t st = op->st;
+    if (fetched)
+        *fetched = op->amo[2];
     ofi_op_free(op);
     return st;
 }
@@ -501,7 +509,7 @@ netvm_status_t ofi_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, cons
         return st;
     }
     if (sync)
-        return wait_local(o, op, &done);
+        return wait_local(o, op, &done, NULL);
     return remote ? NV_LINK_PENDING : NETVM_OK;
 }
 
@@ -576,6 +584,81 @@ netvm_status_t ofi_flush(struct nv_link *l, struct nv_lpeer *lp, void *token, ui
     return NV_LINK_PENDING;
 }
 
+/* A native atomic in the provider's fetching form (FI_SUM, FI_ATOMIC_WRITE
+ * for a swap, FI_CSWAP), an add too: its completion then means the target
+ * applied it, and netvm's blocking calls return at remote completion. Then
+ * an OK_ACCESS for the target's tripwires and notification. */
+netvm_status_t ofi_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, netvm_atomic_op_t aop,
+                          uint64_t operand, uint64_t compare, uint64_t *result, const struct nv_note *note)
+{
+    struct ofi_link *o = ofi_of(l);
+    struct ofi_peer *pe = opeer_of(d->peer);
+    netvm_status_t ok = usable(d, pe);
+    if (ok != NETVM_OK)
+        return ok;
+    enum fi_op fop;
+    switch (aop) {
+    case NETVM_AOP_ADD:
+    case NETVM_AOP_FADD:  fop = FI_SUM; break;
+    case NETVM_AOP_SWAP:  fop = FI_ATOMIC_WRITE; break;
+    case NETVM_AOP_CSWAP: fop = FI_CSWAP; break;
+    default:              return NETVM_ERR_INVAL;   /* FCAA: core's (NV_RDESC_ATOMIC_BASIC) */
+    }
+    struct ofi_op *op = ofi_op_new(o, OP_ATOMIC, pe);
+    if (!op)
+        return NETVM_ERR_NOMEM;
+    op->slot = d->slot;
+    op->key = d->key;
+    op->off = off;
+    op->len = 8;
+    op->waits = 1;
+    op->amo[0] = operand;
+    op->amo[1] = compare;
+    int done = 0;
+    op->sync_done = &done;
+    void *desc;
+    if (ofi_local_desc(o, op, op->amo, sizeof op->amo, &desc) != NETVM_OK) {
+        ofi_op_free(op);
+        return NETVM_ERR_NOMEM;
+    }
+    uint64_t at = raddr(o, d, off);
+    pthread_mutex_lock(&o->lock);
+    ssize_t rc;
+    for (;;) {
+        if (revoked_locked(d))
+            rc = -FI_ECANCELED;
+        else if (pe->av_gone)
+            rc = -FI_EAGAIN;
+        else if (fop == FI_CSWAP)
+            rc = fi_compare_atomic(o->ep, &op->amo[0], 1, desc, &op->amo[1], desc, &op->amo[2], desc, pe->fa, at,
+                                   d->mr_key, FI_UINT64, fop, &op->fctx);
+        else
+            rc = fi_fetch_atomic(o->ep, &op->amo[0], 1, desc, &op->amo[2], desc, pe->fa, at, d->mr_key, FI_UINT64,
+                                 fop, &op->fctx);
+        if (rc != -FI_EAGAIN || atomic_load(&pe->dead))
+            break;
+        pthread_mutex_unlock(&o->lock);
+        ofi_progress(o);
+        pthread_mutex_lock(&o->lock);
+    }
+    if (rc == 0)
+        pe->outstanding++;
+    pthread_mutex_unlock(&o->lock);
+    if (rc) {
+        ofi_op_free(op);
+        return rc == -FI_ECANCELED ? NETVM_ERR_REVOKED : rc == -FI_EAGAIN ? NETVM_ERR_PEER : ofi_status(rc);
+    }
+    netvm_status_t st = wait_local(o, op, &done, result);
+    if (st != NETVM_OK)
+        return st;
+    struct ofi_op acc = { .slot = d->slot, .key = d->key, .off = off, .len = 8 };
+    pthread_mutex_lock(&o->lock);
+    if (!atomic_load(&pe->dead))
+        send_access(o, pe, &acc, OA_READ | OA_WRITE, note, NV_NOTE_COMPLETER);
+    pthread_mutex_unlock(&o->lock);
+    return NETVM_OK;
+}
+
 /* --- the target ------------------------------------------------------------------------------ */
 
 static void gate_fail(struct ofi_peer *pe, uint32_t gate, netvm_status_t st)
@@ -625,12 +708,14 @@ static void fire(struct ofi_link *o, int src, uint64_t addr, uint64_t len, unsig
 
 void ofi_serve_access(struct ofi_link *o, struct ofi_peer *pe, const struct ofi_access *a)
 {
-    int write = (a->flags & OA_WRITE) != 0;
+    int write = (a->flags & OA_WRITE) != 0, both = write && (a->flags & OA_READ);
     uint64_t addr = 0;
+    /* both: a native atomic, which reads and writes */
     netvm_status_t st = o->base.up.translate(o->base.up.arg, a->slot, a->key, a->off, a->len,
-                                             write ? NETVM_WRITE : NETVM_READ, &addr);
+                                             both ? NETVM_ATOMIC : write ? NETVM_WRITE : NETVM_READ, &addr);
     if (st == NETVM_OK)
-        fire(o, pe->lp->id, addr, a->len, write ? NETVM_TRIP_WRITE : NETVM_TRIP_READ, a->note, a->tag);
+        fire(o, pe->lp->id, addr, a->len, both ? NETVM_TRIP_RW : write ? NETVM_TRIP_WRITE : NETVM_TRIP_READ,
+             a->note, a->tag);
     pthread_mutex_lock(&o->lock);
     if (st != NETVM_OK && a->gate)
         gate_fail(pe, a->gate, st);
