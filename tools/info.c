@@ -83,13 +83,12 @@ int nv_cmd_info(int argc, char **argv)
         printf("  ofi   with NETVM_LINKS=ofi, every other rank of the job (peers beyond the job stay\n"
                "        on tcp): libfabric's reliable datagram endpoint on NETVM_OFI_PROVIDER (%s);\n"
                "        puts and gets are RDMA writes and reads into registered segments, tripwires\n"
-               "        and notifications follow as remote CQ data or link messages; atomics are the\n"
-               "        provider's (NETVM_OFI_ATOMICS=%s: auto takes them from software providers,\n"
-               "        whose atomics the target's CPU runs) or core's active messages, as FCAA and\n"
-               "        notification puts always are; eager payloads up to %d bytes.\n"
+               "        and notifications follow as remote CQ data or link messages; atomics are core's\n"
+               "        active messages, or the provider's with NETVM_OFI_ATOMICS=native (now %s;\n"
+               "        FCAA and notification puts always core's); eager payloads up to %d bytes.\n"
                "        `fi_info -t FI_EP_RDM` lists the providers of this machine.\n\n",
                nv_config_str("NETVM_OFI_PROVIDER") ? nv_config_str("NETVM_OFI_PROVIDER") : "unset: fi_getinfo chooses",
-               nv_config_str("NETVM_OFI_ATOMICS") ? nv_config_str("NETVM_OFI_ATOMICS") : "auto", 16384);
+               nv_config_str("NETVM_OFI_ATOMICS") ? nv_config_str("NETVM_OFI_ATOMICS") : "emulated", 16384);
     else
         printf("  ofi   absent: built without libfabric (libfabric-dev; pkg-config libfabric)\n\n");
     printf("  With NETVM_LOG=info every process logs the link it chose for each rank, and why.\n\n");

@@ -163,14 +163,12 @@ static netvm_status_t open_ofi(netvm_ctx_t *ctx, struct nv_ofi_card *card)
                                 .force_mr_local = (int)nv_config_long("NETVM_OFI_MR_LOCAL", 0, 1) };
     op.spin_yield = ctx->spin_yield;
     const char *amo = nv_config_str("NETVM_OFI_ATOMICS");
-    if (!amo || !strcmp(amo, "auto"))
-        op.atomics = NV_OFI_AMO_AUTO;
+    if (!amo || !strcmp(amo, "emulated"))
+        op.atomics = NV_OFI_AMO_EMULATED;
     else if (!strcmp(amo, "native"))
         op.atomics = NV_OFI_AMO_NATIVE;
-    else if (!strcmp(amo, "emulated"))
-        op.atomics = NV_OFI_AMO_EMULATED;
     else {
-        nv_error("NETVM_OFI_ATOMICS=%s: expected auto, native or emulated", amo);
+        nv_error("NETVM_OFI_ATOMICS=%s: expected native or emulated", amo);
         return NETVM_ERR_INVAL;
     }
     struct nv_link_upcalls up = upcalls(ctx);

@@ -36,9 +36,8 @@ struct nv_ofi_params {
 };
 /* Who runs netvm's atomics on a peer's segment over the ofi link. */
 enum {
-    NV_OFI_AMO_AUTO = 0,   /* the provider where the target's CPU runs them (software providers) */
-    NV_OFI_AMO_NATIVE,     /* the provider wherever it validates them */
-    NV_OFI_AMO_EMULATED,   /* core's active messages, always */
+    NV_OFI_AMO_EMULATED = 0,   /* core's active messages */
+    NV_OFI_AMO_NATIVE,         /* the provider, wherever it validates them */
 };
 
 /* How a job rank reaches this process (through the bootstrap allgather). */

@@ -514,36 +514,11 @@ static void shm_sweep_own_stale(void)
     pthread_mutex_unlock(&once_lock);
 }
 
-/* The providers whose atomics the target's own CPU runs, with the
- * processor's atomic instructions (libfabric's software atomics: its
- * util code, built with the compiler's __atomic builtins), so they are
- * atomic with the CPU atomics of netvm's other links on the same word. */
-static int cpu_atomics(const char *prov)
-{
-    static const char *const soft[] = { "tcp", "ofi_rxm", "shm", "sockets", "udp", "ofi_rxd" };
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s", prov ? prov : "");
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
-        int known = 0;
-        for (size_t k = 0; k < sizeof soft / sizeof *soft; k++)
-            known |= !strcmp(t, soft[k]);
-        if (!known)
-            return 0;
-    }
-    return prov && *prov;
-}
-
-/* Native atomics: wanted (NETVM_OFI_ATOMICS), and the provider validates
+/* Native atomics (NETVM_OFI_ATOMICS=native): the provider validates
  * every operation they need on 64-bit words */
-static int native_atomics_wanted(struct ofi_link *o, const struct fi_info *i, int mode)
+static int native_atomics_valid(struct ofi_link *o, const struct fi_info *i)
 {
     const char *prov = i->fabric_attr->prov_name;
-    if (mode == NV_OFI_AMO_AUTO && !cpu_atomics(prov)) {
-        nv_info("ofi link: atomics emulated: provider %s runs its atomics in the NIC, which is not atomic "
-                "with the CPU's on the same word (NETVM_OFI_ATOMICS=native: see docs/links.md)", prov);
-        return 0;
-    }
     size_t n = 0;
     int ok = fi_fetch_atomicvalid(o->ep, FI_UINT64, FI_SUM, &n) == 0 && n >= 1 &&
              fi_fetch_atomicvalid(o->ep, FI_UINT64, FI_ATOMIC_WRITE, &n) == 0 && n >= 1 &&
@@ -588,7 +563,7 @@ netvm_status_t nv_ofi_link_open(struct nv_link **out, int pfd, const struct nv_o
      * FI_ATOMIC it offers no send-after-write ordering, which the link's
      * OK_ACCESS after a write needs) */
     int rc = -FI_ENODATA;
-    for (int amo = p->atomics != NV_OFI_AMO_EMULATED; amo >= 0 && (rc || !o->info); amo--) {
+    for (int amo = p->atomics == NV_OFI_AMO_NATIVE; amo >= 0 && (rc || !o->info); amo--) {
         struct fi_info *h = hints_for(p->provider, amo);
         if (!h) {
             ofi_destroy(&o->base);
@@ -644,7 +619,7 @@ netvm_status_t nv_ofi_link_open(struct nv_link **out, int pfd, const struct nv_o
     if ((rc = fi_enable(o->ep)))
         return fail(o, "fi_enable", rc);
     o->enabled = 1;
-    o->native_amo = o->native_amo && native_atomics_wanted(o, i, p->atomics);
+    o->native_amo = o->native_amo && native_atomics_valid(o, i);
     if (o->native_amo)
         nv_info("ofi link: atomics native (the provider's), FCAA emulated");
     struct nv_lreg_registrar reg = ofi_lreg_registrar;
