@@ -162,6 +162,7 @@ static netvm_status_t open_ofi(netvm_ctx_t *ctx, struct nv_ofi_card *card)
                                 .host_id = nv_shm_host_id(), .ep = &ctx->ep, .timeout_ms = ctx->timeout_ms,
                                 .force_mr_local = (int)nv_config_long("NETVM_OFI_MR_LOCAL", 0, 1) };
     op.spin_yield = ctx->spin_yield;
+    op.odp = (int)nv_config_long("NETVM_OFI_ODP", 0, 1);
     const char *amo = nv_config_str("NETVM_OFI_ATOMICS");
     if (!amo || !strcmp(amo, "emulated"))
         op.atomics = NV_OFI_AMO_EMULATED;

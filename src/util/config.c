@@ -21,6 +21,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_LINKS",          "auto",  "auto: shm within a machine, tcp between machines; tcp: tcp to every other rank; shm: shm only; ofi: libfabric to every other rank" },
     { "NETVM_OFI_PROVIDER",   NULL,    "NETVM_LINKS=ofi: the libfabric provider (e.g. \"tcp;ofi_rxm\", shm, verbs;ofi_rxm, efa, cxi); unset: fi_getinfo chooses" },
     { "NETVM_OFI_ATOMICS",    "emulated", "NETVM_LINKS=ofi: who runs atomics on a peer's segment: emulated (the target's netvm) or native (the provider: see docs/links.md for when a NIC's are atomic with the CPU's)" },
+    { "NETVM_OFI_ODP",        "1",     "NETVM_LINKS=ofi: 1 asks providers that can for on-demand paging registrations (verbs: FI_VERBS_USE_ODP=1, unless already set), so registering pins nothing" },
     { "NETVM_OFI_MR_LOCAL",   "0",     "NETVM_LINKS=ofi: 1 gives local buffers registered descriptors (from the registration cache) even where the provider does not ask (FI_MR_LOCAL)" },
     { "NETVM_TCP_ADDR",       "127.0.0.1", "IPv4 address the tcp link listens on and advertises (the launcher sets it on multi-host jobs)" },
     { "NETVM_THREADS",        "0",     "thread level when netvm_config_t does not say: 0 serialized (one application thread at a time), 1 multiple" },

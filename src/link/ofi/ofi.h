@@ -31,6 +31,7 @@ struct nv_ofi_params {
     int           force_mr_local; /* NETVM_OFI_MR_LOCAL: descriptors for local buffers even where
                                      the provider needs none (tests the FI_MR_LOCAL path) */
     int           atomics;      /* NETVM_OFI_ATOMICS: NV_OFI_AMO_* */
+    int           odp;          /* NETVM_OFI_ODP: ask for on-demand paging where offered */
     unsigned      spin_yield;   /* NETVM_SPIN_YIELD: passes of a wait here before it yields
                                    between them (0: never) */
 };

@@ -558,6 +558,13 @@ netvm_status_t nv_ofi_link_open(struct nv_link **out, int pfd, const struct nv_o
         ofi_destroy(&o->base);
         return NETVM_ERR_NOMEM;
     }
+    /* On-demand paging, NetVM's answer to pinning: libfabric 1.17's verbs
+     * provider takes the request only from its environment
+     * (FI_VERBS_USE_ODP, read when the provider first loads: before the
+     * first fi_getinfo) and uses it where the HCA supports it. A user's own
+     * setting stands. */
+    if (p->odp && !getenv("FI_VERBS_USE_ODP") && (!p->provider || strstr(p->provider, "verbs")))
+        setenv("FI_VERBS_USE_ODP", "1", 0);
     /* with FI_ATOMIC where atomics may be native; a provider without them
      * is then asked again without (libfabric 1.17's tcp;ofi_rxm: with
      * FI_ATOMIC it offers no send-after-write ordering, which the link's
