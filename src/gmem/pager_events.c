@@ -9,8 +9,9 @@
 #include <sched.h>
 #include <unistd.h>
 
-/* Pages [first, first + n) were discarded by the program. */
-static void discard_pages(struct nv_gm_region *r, uint64_t first, uint64_t n)
+/* Pages [first, first + n) were discarded by the program; unmapped: the
+ * range left the address space too. */
+static void discard_pages(struct nv_gm_region *r, uint64_t first, uint64_t n, int unmapped)
 {
     /* the store first: the kernel zaps the pages as soon as this event
      * was read, and a fault after that must not fetch the old data */
@@ -41,9 +42,17 @@ static void discard_pages(struct nv_gm_region *r, uint64_t first, uint64_t n)
             break;
         }
     }
+    /* A write-back the evictor finished while the loop above looked (the
+     * page moved out before the munmap, its state ABSENT before the loop
+     * reached it, so never marked NV_GM_DISCARD) stored the page again:
+     * forget it once more. Only for an unmap: no fault can bring these
+     * pages back meanwhile, so nothing newer is lost (gmem_madvise saw
+     * such a leftover once, in a fresh-clone make test under load). */
+    if (unmapped)
+        r->store->ops->discard(r->store, first, n);
 }
 
-static void range_pages(struct nv_gm_region *r, uintptr_t start, uintptr_t end)
+static void range_pages(struct nv_gm_region *r, uintptr_t start, uintptr_t end, int unmapped)
 {
     /* the range may span segments: walk it page by page, discarding runs */
     uint64_t first = UINT64_MAX, n = 0;
@@ -54,12 +63,12 @@ static void range_pages(struct nv_gm_region *r, uintptr_t start, uintptr_t end)
             continue;
         }
         if (n)
-            discard_pages(r, first, n);
+            discard_pages(r, first, n, unmapped);
         first = p;
         n = p != UINT64_MAX;
     }
     if (n)
-        discard_pages(r, first, n);
+        discard_pages(r, first, n, unmapped);
 }
 
 /* [from, from + len) now lives at to (to 0: it is unmapped): cut the
@@ -102,12 +111,12 @@ void nv_gm_event(struct nv_gm_region *r, const struct uffd_msg *m)
 {
     switch (m->event) {
     case UFFD_EVENT_REMOVE:
-        range_pages(r, (uintptr_t)m->arg.remove.start, (uintptr_t)m->arg.remove.end);
+        range_pages(r, (uintptr_t)m->arg.remove.start, (uintptr_t)m->arg.remove.end, 0);
         break;
     case UFFD_EVENT_UNMAP:
         /* gone from the address space: discarded, and no longer the
          * region's (unmap leaves alone whatever is mapped there later) */
-        range_pages(r, (uintptr_t)m->arg.remove.start, (uintptr_t)m->arg.remove.end);
+        range_pages(r, (uintptr_t)m->arg.remove.start, (uintptr_t)m->arg.remove.end, 1);
         remap(r, (uintptr_t)m->arg.remove.start, 0, m->arg.remove.end - m->arg.remove.start);
         break;
     case UFFD_EVENT_REMAP:
