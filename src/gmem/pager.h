@@ -121,6 +121,9 @@ struct nv_gm_region {
     int               forking;       /* __atomic: a fork is under way (pager_events.c) */
     uint64_t          hand;
     pthread_mutex_t   wb_lock;       /* one write-back of a page at a time (evictor, sync) */
+    uint64_t          wb_active;     /* __atomic: write-backs under way, from the first store to the
+                                        last state change (pager_events.c: a discard that raced one) */
+    uint64_t          wb_ended;      /* __atomic: write-backs finished */
     unsigned char    *wb_buf;        /* NV_GM_STAGE pages: sync's and the cleaner's copies */
 
     /* read-ahead */

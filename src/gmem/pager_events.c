@@ -9,10 +9,14 @@
 #include <sched.h>
 #include <unistd.h>
 
-/* Pages [first, first + n) were discarded by the program; unmapped: the
- * range left the address space too. */
-static void discard_pages(struct nv_gm_region *r, uint64_t first, uint64_t n, int unmapped)
+/* Pages [first, first + n) were discarded by the program. */
+static void discard_pages(struct nv_gm_region *r, uint64_t first, uint64_t n)
 {
+    /* write-backs under way now or ending before the loop below is done
+     * may store a page of the range after the discard: seen, it is
+     * discarded again at the end */
+    uint64_t active = __atomic_load_n(&r->wb_active, __ATOMIC_SEQ_CST);
+    uint64_t ended = __atomic_load_n(&r->wb_ended, __ATOMIC_SEQ_CST);
     /* the store first: the kernel zaps the pages as soon as this event
      * was read, and a fault after that must not fetch the old data */
     nv_gm_child_before_store(r, first, n);
@@ -42,17 +46,20 @@ static void discard_pages(struct nv_gm_region *r, uint64_t first, uint64_t n, in
             break;
         }
     }
-    /* A write-back the evictor finished while the loop above looked (the
-     * page moved out before the munmap, its state ABSENT before the loop
-     * reached it, so never marked NV_GM_DISCARD) stored the page again:
-     * forget it once more. Only for an unmap: no fault can bring these
-     * pages back meanwhile, so nothing newer is lost (gmem_madvise saw
-     * such a leftover once, in a fresh-clone make test under load). */
-    if (unmapped)
+    /* A write-back that ran beside the loop above may have stored a page
+     * of the range after the discard and left it ABSENT before the loop
+     * looked (so never marked NV_GM_DISCARD): the evictor's, of a page
+     * moved out before the zap, or the cleaner's, of a page it left
+     * resident. Forget the range once more. Nothing newer is lost: this
+     * runs under read_lock, so no fault after the zap is served before it
+     * (gmem_madvise saw such a leftover after a munmap once, in a
+     * fresh-clone make test under load). */
+    if (active || __atomic_load_n(&r->wb_active, __ATOMIC_SEQ_CST) ||
+        __atomic_load_n(&r->wb_ended, __ATOMIC_SEQ_CST) != ended)
         r->store->ops->discard(r->store, first, n);
 }
 
-static void range_pages(struct nv_gm_region *r, uintptr_t start, uintptr_t end, int unmapped)
+static void range_pages(struct nv_gm_region *r, uintptr_t start, uintptr_t end)
 {
     /* the range may span segments: walk it page by page, discarding runs */
     uint64_t first = UINT64_MAX, n = 0;
@@ -63,12 +70,12 @@ static void range_pages(struct nv_gm_region *r, uintptr_t start, uintptr_t end, 
             continue;
         }
         if (n)
-            discard_pages(r, first, n, unmapped);
+            discard_pages(r, first, n);
         first = p;
         n = p != UINT64_MAX;
     }
     if (n)
-        discard_pages(r, first, n, unmapped);
+        discard_pages(r, first, n);
 }
 
 /* [from, from + len) now lives at to (to 0: it is unmapped): cut the
@@ -111,12 +118,12 @@ void nv_gm_event(struct nv_gm_region *r, const struct uffd_msg *m)
 {
     switch (m->event) {
     case UFFD_EVENT_REMOVE:
-        range_pages(r, (uintptr_t)m->arg.remove.start, (uintptr_t)m->arg.remove.end, 0);
+        range_pages(r, (uintptr_t)m->arg.remove.start, (uintptr_t)m->arg.remove.end);
         break;
     case UFFD_EVENT_UNMAP:
         /* gone from the address space: discarded, and no longer the
          * region's (unmap leaves alone whatever is mapped there later) */
-        range_pages(r, (uintptr_t)m->arg.remove.start, (uintptr_t)m->arg.remove.end, 1);
+        range_pages(r, (uintptr_t)m->arg.remove.start, (uintptr_t)m->arg.remove.end);
         remap(r, (uintptr_t)m->arg.remove.start, 0, m->arg.remove.end - m->arg.remove.start);
         break;
     case UFFD_EVENT_REMAP:

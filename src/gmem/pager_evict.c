@@ -77,10 +77,19 @@ struct batch {
     int      n;
 };
 
+/* A write-back's span, as the program's discards see it (pager_events.c) */
+static void wb_begin(struct nv_gm_region *r) { __atomic_fetch_add(&r->wb_active, 1, __ATOMIC_SEQ_CST); }
+static void wb_end(struct nv_gm_region *r)
+{
+    __atomic_fetch_add(&r->wb_ended, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_sub(&r->wb_active, 1, __ATOMIC_SEQ_CST);
+}
+
 static void batch_finish(struct nv_gm_region *r, struct batch *b)
 {
     struct wb_wait w;
     wb_init(&w);
+    wb_begin(r);
     for (int i = 0; i < b->n;) {
         if (!(b->old[i] & NV_GM_DIRTY)) {
             i++;
@@ -114,6 +123,7 @@ static void batch_finish(struct nv_gm_region *r, struct batch *b)
         if (a)
             nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
     }
+    wb_end(r);
     if (st != NETVM_OK)
         nv_warn("gmem: a write-back failed (%s): its pages stay resident and dirty", netvm_strerror(st));
     madvise(r->stage, (size_t)b->n * NV_GM_PAGE, MADV_DONTNEED);
@@ -311,8 +321,10 @@ static netvm_status_t clean(struct nv_gm_region *r, uint64_t max, unsigned char 
             continue;
         struct wb_wait w;
         wb_init(&w);
+        wb_begin(r);
         wb_issue(r, &w, first, n, buf);
         netvm_status_t st = wb_finish(&w);
+        wb_end(r);
         if (st != NETVM_OK) {
             res = st;
             for (uint64_t q = first; q < first + n; q++)
