@@ -54,7 +54,9 @@ fi
 if [ "${1:-}" = "--peers" ]; then
   have ucx_perftest || need+=(ucx-utils)
   [ -f /usr/include/ucp/api/ucp.h ] || need+=(libucx-dev)
-  have oshcc        || need+=(openmpi-bin libopenmpi-dev)
+  # oshcc comes with openmpi-bin (installed above for mpirun), its
+  # shmem.h only with libopenmpi-dev: look for the header itself
+  { have oshcc && echo '#include <shmem.h>' | oshcc -E -x c - >/dev/null 2>&1; } || need+=(openmpi-bin libopenmpi-dev)
 fi
 # numpy and pytest for the Python package's tests (tests/python), in the
 # python3 that ctest runs (the first on PATH): Debian's own takes Debian's
