@@ -12,10 +12,7 @@
 #include "util/thread.h"
 #include "wire/am.h"
 
-#include "util/time.h"
-
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -495,17 +492,6 @@ netvm_status_t nv_progress_start(netvm_ctx_t *ctx);
 void           nv_progress_stop(netvm_ctx_t *ctx);
 /* One pass over everything that arrived (the links, deferred messages). */
 int            nv_progress_pass(netvm_ctx_t *ctx);
-/* Between two passes of a spin that has made `passes` of them: past
- * NETVM_SPIN_YIELD passes, give the CPU to whoever else can run on it
- * (the peer being waited for, when processes outnumber cores), else a
- * pause. MPICH's shared-memory channel yields after a spin count too. */
-static inline void nv_spin_pause(const netvm_ctx_t *ctx, unsigned passes)
-{
-    if (ctx->spin_yield && passes >= ctx->spin_yield)
-        sched_yield();
-    else
-        nv_cpu_relax();
-}
 /* Drive progress until req completes (or fails); returns its status. */
 netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *req);
 /* Drive progress until done(arg) (or timeout_ms: NETVM_ERR_TIMEOUT; < 0 no

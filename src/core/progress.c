@@ -748,7 +748,7 @@ static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg
                 if (!ctx->have_thread && (iter & 4095) == 0)
                     sched_yield();
             }
-            nv_spin_pause(ctx, iter);
+            nv_spin_pause(ctx->spin_yield, iter);
             continue;
         }
         if (r)

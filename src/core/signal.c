@@ -178,7 +178,7 @@ netvm_status_t netvm_wait_until(netvm_ctx_t *ctx, const uint64_t *addr, netvm_cm
                 break;
             netvm_progress(ctx);   /* a link that needs polling (tcp, active messages) */
         }
-        nv_spin_pause(ctx, iter);
+        nv_spin_pause(ctx->spin_yield, iter);
         if (spin_until == start)
             break;
     }

@@ -2,6 +2,7 @@
 #ifndef NV_UTIL_TIME_H
 #define NV_UTIL_TIME_H
 
+#include <sched.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -36,6 +37,19 @@ static inline void nv_cpu_relax(void)
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+/* Between two passes of a spin that has made `passes` of them: past
+ * yield_after passes (NETVM_SPIN_YIELD; 0: never), give the CPU to
+ * whoever else can run on it (the peer being waited for, when processes
+ * outnumber cores), else a pause. MPICH's shared-memory channel yields
+ * after a spin count too. */
+static inline void nv_spin_pause(unsigned yield_after, unsigned passes)
+{
+    if (yield_after && passes >= yield_after)
+        sched_yield();
+    else
+        nv_cpu_relax();
 }
 
 #endif

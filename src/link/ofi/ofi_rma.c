@@ -283,6 +283,31 @@ static int revoked_locked(const struct nv_rdesc *d)
     return !im || atomic_load(&im->revoked);
 }
 
+/* The posts of an access (the caller holds the lock): 0 if it may be
+ * posted, else what posting would have said. A peer found gone (its
+ * address removed) is never named again. */
+static ssize_t post_refused(const struct nv_rdesc *d, const struct ofi_peer *pe)
+{
+    return revoked_locked(d) ? -FI_ECANCELED : pe->av_gone ? -FI_EAGAIN : 0;
+}
+
+/* After a post said rc: 1 if it is to be tried again, after progress
+ * (the queue was full, the peer lives); the lock is held again then. */
+static int post_again(struct ofi_link *o, const struct ofi_peer *pe, ssize_t rc)
+{
+    if (rc != -FI_EAGAIN || atomic_load(&pe->dead))
+        return 0;
+    pthread_mutex_unlock(&o->lock);
+    ofi_progress(o);
+    pthread_mutex_lock(&o->lock);
+    return 1;
+}
+
+static netvm_status_t post_status(ssize_t rc)
+{
+    return rc == -FI_ECANCELED ? NETVM_ERR_REVOKED : rc == -FI_EAGAIN ? NETVM_ERR_PEER : ofi_status(rc);
+}
+
 /* --- the initiator ----------------------------------------------------------------------- */
 
 static void unlink_waiting(struct ofi_link *o, struct ofi_op *op)
@@ -397,9 +422,8 @@ static netvm_status_t wait_local(struct ofi_link *o, struct ofi_op *op, int *don
 {
     uint64_t until = nv_now_ns() + (uint64_t)o->p.timeout_ms * 1000000ull;
     for (unsigned passes = 0; !__atomic_load_n(done, __ATOMIC_ACQUIRE); passes++) {
-        /* the target may need this core to progress its provider */
-        if (o->p.spin_yield && passes >= o->p.spin_yield)
-            sched_yield();
+        if (passes)   /* the target may need this core to progress its provider */
+            nv_spin_pause(o->p.spin_yield, passes);
         ofi_progress(o);
         if (nv_now_ns() > until || atomic_load(&op->peer->dead)) {
             /* the provider still owns the op: leave it to its completion */
@@ -479,15 +503,11 @@ netvm_status_t ofi_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, cons
                               .data = data ? ofi_cqd(from, d->slot, off, len) : 0 };
     pthread_mutex_lock(&o->lock);
     ssize_t rc;
-    /* a peer found gone (its address removed) is never named again */
-    while ((rc = revoked_locked(d) ? -FI_ECANCELED : pe->av_gone ? -FI_EAGAIN : fi_writemsg(o->ep, &msg, flags)) ==
-               -FI_EAGAIN &&
-           !atomic_load(&pe->dead)) {
-        pthread_mutex_unlock(&o->lock);
-        ofi_progress(o);
-        pthread_mutex_lock(&o->lock);
-    }
-    netvm_status_t st = rc == -FI_ECANCELED ? NETVM_ERR_REVOKED : rc == -FI_EAGAIN ? NETVM_ERR_PEER : ofi_status(rc);
+    do
+        if (!(rc = post_refused(d, pe)))
+            rc = fi_writemsg(o->ep, &msg, flags);
+    while (post_again(o, pe, rc));
+    netvm_status_t st = post_status(rc);
     if (st == NETVM_OK) {
         pe->outstanding++;
         if (remote) {
@@ -541,18 +561,14 @@ netvm_status_t ofi_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void
     }
     pthread_mutex_lock(&o->lock);
     ssize_t rc;
-    while ((rc = revoked_locked(d) ? -FI_ECANCELED
-                 : pe->av_gone ? -FI_EAGAIN
-                 : fi_read(o->ep, dst, len, desc, pe->fa, raddr(o, d, off), d->mr_key, &op->fctx)) == -FI_EAGAIN &&
-           !atomic_load(&pe->dead)) {
-        pthread_mutex_unlock(&o->lock);
-        ofi_progress(o);
-        pthread_mutex_lock(&o->lock);
-    }
+    do
+        if (!(rc = post_refused(d, pe)))
+            rc = fi_read(o->ep, dst, len, desc, pe->fa, raddr(o, d, off), d->mr_key, &op->fctx);
+    while (post_again(o, pe, rc));
     pthread_mutex_unlock(&o->lock);
     if (rc) {
         ofi_op_free(op);
-        return rc == -FI_ECANCELED ? NETVM_ERR_REVOKED : rc == -FI_EAGAIN ? NETVM_ERR_PEER : ofi_status(rc);
+        return post_status(rc);
     }
     return NV_LINK_PENDING;
 }
@@ -624,29 +640,22 @@ netvm_status_t ofi_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, n
     uint64_t at = raddr(o, d, off);
     pthread_mutex_lock(&o->lock);
     ssize_t rc;
-    for (;;) {
-        if (revoked_locked(d))
-            rc = -FI_ECANCELED;
-        else if (pe->av_gone)
-            rc = -FI_EAGAIN;
-        else if (fop == FI_CSWAP)
+    do {
+        if ((rc = post_refused(d, pe)))
+            break;
+        if (fop == FI_CSWAP)
             rc = fi_compare_atomic(o->ep, &op->amo[0], 1, desc, &op->amo[1], desc, &op->amo[2], desc, pe->fa, at,
                                    d->mr_key, FI_UINT64, fop, &op->fctx);
         else
             rc = fi_fetch_atomic(o->ep, &op->amo[0], 1, desc, &op->amo[2], desc, pe->fa, at, d->mr_key, FI_UINT64,
                                  fop, &op->fctx);
-        if (rc != -FI_EAGAIN || atomic_load(&pe->dead))
-            break;
-        pthread_mutex_unlock(&o->lock);
-        ofi_progress(o);
-        pthread_mutex_lock(&o->lock);
-    }
+    } while (post_again(o, pe, rc));
     if (rc == 0)
         pe->outstanding++;
     pthread_mutex_unlock(&o->lock);
     if (rc) {
         ofi_op_free(op);
-        return rc == -FI_ECANCELED ? NETVM_ERR_REVOKED : rc == -FI_EAGAIN ? NETVM_ERR_PEER : ofi_status(rc);
+        return post_status(rc);
     }
     netvm_status_t st = wait_local(o, op, &done, result);
     if (st != NETVM_OK)

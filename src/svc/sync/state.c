@@ -4,6 +4,7 @@
  * the waiter waits in core's progress loop, which serves them. */
 #include "svc/sync/sync_int.h"
 #include "core/internal.h"   /* nv_in_handler, and core's waiting loop (nv_progress_wait) */
+#include "util/time.h"
 
 #include <linux/futex.h>
 #include <stdlib.h>
@@ -256,7 +257,7 @@ netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *
     for (unsigned passes = 64; !woken(&w) && now_ns() - start < st->ctx->spin_ns; passes += 64) {
         nv_progress_wait(st->ctx, woken, &w, 0, 1);
         if (!woken(&w))
-            nv_spin_pause(st->ctx, passes);
+            nv_spin_pause(st->ctx->spin_yield, passes);
     }
     int futex = futex_sleep_ok(st, waker);
     if (futex)
