@@ -107,6 +107,9 @@ struct nv_gm_region {
     /* options in force */
     uint64_t          budget;        /* pages */
     int               ra_window, write_policy, nthreads;
+    uint64_t          spin_ns;       /* a fault thread polls this long after a fault before it sleeps */
+    unsigned          spin_yield;    /* NETVM_SPIN_YIELD */
+    int               spinner;       /* __atomic: a fault thread is polling (one at a time) */
 
     /* budget: pages resident or reserved for a placement in progress */
     uint64_t          resident;      /* __atomic */

@@ -5,6 +5,7 @@
  * first write is seen (pager.h). Nothing here allocates, prints or touches
  * the region's memory. */
 #include "gmem/pager.h"
+#include "util/time.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -298,6 +299,44 @@ static int wait_msg(int ep, struct pollfd *pf)
     return pf[1].revents ? 1 : 0;
 }
 
+/* Read what the uffd holds, without blocking; events are handled at once
+ * (see below). The count of messages read, 0 when none. */
+static int read_msgs(struct nv_gm_region *r, struct uffd_msg *msg, int cap)
+{
+    /* The kernel lets the program's madvise or munmap go on as soon as
+     * its event is read, so the event is handled before any other thread
+     * reads again: a fault raised after the madvise returned then finds
+     * the pages discarded (never their old data). */
+    pthread_mutex_lock(&r->read_lock);
+    ssize_t n = read(r->uffd, msg, (size_t)cap * sizeof msg[0]);
+    int k = n > 0 ? (int)(n / (ssize_t)sizeof msg[0]) : 0;
+    for (int i = 0; i < k; i++)
+        if (msg[i].event != UFFD_EVENT_PAGEFAULT)
+            nv_gm_event(r, &msg[i]);
+    pthread_mutex_unlock(&r->read_lock);
+    return k;
+}
+
+/* After a fault, one fault thread at a time keeps reading the uffd for
+ * spin_ns before it sleeps: the program's next fault then costs no
+ * wake-up of a fault thread (docs/gmem.md, NETVM_GMEM_SPIN_US). The
+ * messages read, 0 when the spin ran out or another thread spins. */
+static int spin_msgs(struct nv_gm_region *r, struct uffd_msg *msg, int cap)
+{
+    int zero = 0;
+    if (!r->spin_ns || !__atomic_compare_exchange_n(&r->spinner, &zero, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return 0;
+    uint64_t end = nv_gm_now_ns() + r->spin_ns;
+    int k = 0;
+    for (unsigned pass = 0;; pass++) {
+        if ((k = read_msgs(r, msg, cap)) > 0 || nv_gm_now_ns() >= end)
+            break;
+        nv_spin_pause(r->spin_yield, pass);
+    }
+    __atomic_store_n(&r->spinner, 0, __ATOMIC_RELEASE);
+    return k;
+}
+
 void *nv_gm_fault_thread(void *arg)
 {
     struct nv_gm_region *r = arg;
@@ -309,24 +348,19 @@ void *nv_gm_fault_thread(void *arg)
     int ep = wait_set(r);
     struct pollfd pf[2] = { { .fd = r->uffd, .events = POLLIN }, { .fd = r->stop_fd, .events = POLLIN } };
     struct uffd_msg msg[4];
+    int k = 0;
     for (;;) {
-        int w = wait_msg(ep, pf);
-        if (w != 0)
-            break;
-        /* The kernel lets the program's madvise or munmap go on as soon as
-         * its event is read, so the event is handled before any other
-         * thread reads again: a fault raised after the madvise returned
-         * then finds the pages discarded (never their old data). Faults
-         * are served outside the lock, in parallel. */
-        pthread_mutex_lock(&r->read_lock);
-        ssize_t n = read(r->uffd, msg, sizeof msg);
-        for (ssize_t i = 0; i < n / (ssize_t)sizeof msg[0]; i++)
-            if (msg[i].event != UFFD_EVENT_PAGEFAULT)
-                nv_gm_event(r, &msg[i]);
-        pthread_mutex_unlock(&r->read_lock);
-        for (ssize_t i = 0; i < n / (ssize_t)sizeof msg[0]; i++)
+        if (k == 0) {
+            int w = wait_msg(ep, pf);
+            if (w != 0)
+                break;
+            k = read_msgs(r, msg, 4);
+        }
+        /* faults are served outside the read lock, in parallel */
+        for (int i = 0; i < k; i++)
             if (msg[i].event == UFFD_EVENT_PAGEFAULT)
                 nv_gm_fault_msg(r, &msg[i], buf);
+        k = k ? spin_msgs(r, msg, 4) : 0;
     }
     if (ep >= 0)
         close(ep);

@@ -213,6 +213,8 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
     r->ra_window = o.readahead;
     r->write_policy = o.write_policy;
     r->nthreads = o.threads;
+    r->spin_ns = (uint64_t)nv_config_long("NETVM_GMEM_SPIN_US", 0, 1000000) * 1000u;
+    r->spin_yield = (unsigned)nv_config_long("NETVM_SPIN_YIELD", 0, 1 << 30);
     r->ra_free = ~(uint64_t)0;
     pthread_rwlock_init(&r->seg_lock, NULL);
     pthread_mutex_init(&r->ev_lock, NULL);
