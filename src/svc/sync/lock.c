@@ -61,7 +61,7 @@ netvm_status_t nv_sync_mcs_acquire(struct nv_sync_handle *h)
             goto fail;
         }
     }
-    atomic_store(&h->held, slot + 1);
+    atomic_store_explicit(&h->held, slot + 1, memory_order_release);
     return NETVM_OK;
 fail:
     nv_sync_node_put(h->st, slot);
