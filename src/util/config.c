@@ -43,6 +43,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_LISTEN_MAX_PEERS", "1024", "peers a listener admits at once when netvm_listen does not say" },
     { "NETVM_HANDSHAKE_MS",   "10000", "ms a connection may take to authenticate before it is closed" },
     { "NETVM_HANDSHAKE_MAX",  "64",    "connections authenticating at once on one listener; more are closed at once" },
+    { "NETVM_SYNC_CHECK_MS",  "20",    "ms between a sleeping lock/semaphore/queue waiter's looks at the peers it depends on" },
     { "NETVM_CHAN_POLL_MS",   "50",    "ms between a waiting channel or queue end's looks at its peer's liveness (a dead peer never wakes it)" },
     { "NETVM_GMEM_SERVERS",   NULL,    "memory servers network-memory regions use: tcp:HOST:PORT,... (unset: local ones are started, see NETVM_GMEM_EMBEDDED)" },
     { "NETVM_GMEM_CREDENTIAL_FILE", NULL, "file holding the memory servers' credential (16-64 bytes); needed with NETVM_GMEM_SERVERS" },

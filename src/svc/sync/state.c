@@ -4,6 +4,7 @@
  * the waiter waits in core's progress loop, which serves them. */
 #include "svc/sync/sync_int.h"
 #include "core/internal.h"   /* nv_in_handler, and core's waiting loop (nv_progress_wait) */
+#include "util/config.h"
 #include "util/time.h"
 
 #include <linux/futex.h>
@@ -19,10 +20,7 @@ int nv_sync_check_ms(void)
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v > 0)
         return v;
-    const char *e = getenv("NETVM_SYNC_CHECK_MS");
-    v = e ? atoi(e) : 0;
-    if (v <= 0)
-        v = 20;
+    v = (int)nv_config_long("NETVM_SYNC_CHECK_MS", 1, 60000);
     atomic_store_explicit(&cached, v, memory_order_relaxed);
     return v;
 }
