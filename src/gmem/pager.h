@@ -183,7 +183,8 @@ struct nv_gm_region *nv_gm_region_of(netvm_gmem_t *g);
 uint64_t nv_gm_now_ns(void);   /* CLOCK_MONOTONIC, without the formatted logger's helpers */
 /* Serve one fault message with buf as the fetch buffer (a fault thread's
  * loop; the tests call it with messages of their own). */
-void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf);
+/* Serve one fault message; 1 when it looked random (pager_fault.c). */
+int  nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf);
 void *nv_gm_fault_thread(void *arg);
 
 /* pager_budget.c / pager_evict.c */

@@ -127,7 +127,10 @@ static void place_zero(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int w
     }
 }
 
-static void missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int write, void *buf, uint64_t t0)
+/* 1 when the fault looked random (worth polling for the next one), 0 when
+ * it was part of a sequential stream that read-ahead serves (polling then
+ * only takes the CPU the stream's placements need: performance.md). */
+static int missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int write, void *buf, uint64_t t0)
 {
     uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
     for (;;) {
@@ -148,33 +151,33 @@ static void missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int writ
             }
             /* placed by another thread after this fault was raised */
             nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
-            return;
+            return 1;
         case NV_GM_LOST:
             if (r->caps.features & UFFD_FEATURE_POISON)
                 nv_gm_uffd_poison(r->uffd, addr, NV_GM_PAGE);
-            return;
+            return 1;
         default:
             /* BUSY or EVICTING: its owner wakes the range when done, and
              * one fetch serves every thread waiting on the page */
-            return;
+            return 1;
         }
     }
 owned:
     NV_GM_CNT(r, faults);
     uint64_t prev = __atomic_exchange_n(&r->last_fault, p + 1, __ATOMIC_RELAXED);
+    int seq = r->ra_window > 0 && (prev == p || p == __atomic_load_n(&r->ra_next, __ATOMIC_RELAXED));
     nv_gm_reserve(r);
     if (!r->store->ops->has(r->store, p)) {
         place_zero(r, p, addr, write);
-    } else if (!write && r->ra_window > 0 && (prev == p || p == __atomic_load_n(&r->ra_next, __ATOMIC_RELAXED)) &&
-               nv_gm_readahead_with(r, p, t0) == 0) {
-        return;   /* placed with its run, which wakes the fault */
+    } else if (!write && seq && nv_gm_readahead_with(r, p, t0) == 0) {
+        return 0;   /* placed with its run, which wakes the fault */
     } else {
         netvm_status_t st = r->store->ops->fetch(r->store, p, buf);
         if (st == NETVM_ERR_NOTFOUND) {
             place_zero(r, p, addr, write);
         } else if (st != NETVM_OK) {
             lose_page(r, p, addr, st);
-            return;
+            return 1;
         } else {
             /* a write fault places the page writable and dirty; a read
              * fault write-protected, so that its first write is seen */
@@ -194,8 +197,9 @@ owned:
             }
         }
     }
-    if (r->ra_window > 0 && (prev == p || p == __atomic_load_n(&r->ra_next, __ATOMIC_RELAXED)))
+    if (seq)
         nv_gm_readahead(r, p);
+    return !seq;
 }
 
 static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
@@ -239,7 +243,7 @@ static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
     }
 }
 
-void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf)
+int nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf)
 {
     uint64_t t0 = nv_gm_now_ns();
     uintptr_t addr = (uintptr_t)m->arg.pagefault.address & ~(uintptr_t)(NV_GM_PAGE - 1);
@@ -251,13 +255,14 @@ void nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf
          * not managed (docs/gmem.md, "mremap") */
         if (nv_gm_uffd_zeropage(r->uffd, addr, NV_GM_PAGE, 0) != 0)
             nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
-        return;
+        return 1;
     }
     nv_gm_used_upto(r, p + 1);
-    if (m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)
+    if (m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) {
         wprotect(r, p, addr);
-    else
-        missing(r, p, addr, !!(m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE), buf, t0);
+        return 1;
+    }
+    return missing(r, p, addr, !!(m->arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WRITE), buf, t0);
 }
 
 /* Each fault thread waits on an epoll set of its own holding the uffd as
@@ -357,10 +362,11 @@ void *nv_gm_fault_thread(void *arg)
             k = read_msgs(r, msg, 4);
         }
         /* faults are served outside the read lock, in parallel */
+        int rnd = 0;
         for (int i = 0; i < k; i++)
             if (msg[i].event == UFFD_EVENT_PAGEFAULT)
-                nv_gm_fault_msg(r, &msg[i], buf);
-        k = k ? spin_msgs(r, msg, 4) : 0;
+                rnd |= nv_gm_fault_msg(r, &msg[i], buf);
+        k = rnd ? spin_msgs(r, msg, 4) : 0;
     }
     if (ep >= 0)
         close(ep);
