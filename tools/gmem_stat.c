@@ -58,6 +58,8 @@ void nv_gmem_stats_print(FILE *f, const struct nvp_stats_file *s)
             (unsigned long long)g->faults, (unsigned long long)g->zero_fills, (unsigned long long)g->remote_fetches,
             (unsigned long long)g->readahead_issued, (unsigned long long)g->readahead_hits,
             (unsigned long long)g->readahead_waste);
+    fprintf(f, "    write-protect faults %llu, read faults placed dirty %llu\n", (unsigned long long)g->wp_faults,
+            (unsigned long long)g->placed_dirty);
     fprintf(f, "    evictions %llu (dirty %llu), page copies written %llu; bytes in %.1f MiB, out %.1f MiB\n",
             (unsigned long long)g->evictions, (unsigned long long)g->evictions_dirty,
             (unsigned long long)g->writebacks, mib(g->bytes_in), mib(g->bytes_out));
@@ -87,7 +89,8 @@ void nv_gmem_stats_json(FILE *f, const struct nvp_stats_file *s)
             "\"budget_pages\": %llu, \"pages_stored\": %llu, \"pages_lost\": %llu, \"fault_ns_p50\": %llu, "
             "\"fault_ns_p99\": %llu, \"fault_ns_p999\": %llu, \"fault_ns_max\": %llu, \"mmaps\": %llu, "
             "\"munmaps\": %llu, \"mremaps\": %llu, \"mallocs\": %llu, \"frees\": %llu, \"reallocs\": %llu, "
-            "\"realloc_moves\": %llu, \"discards\": %llu, \"live_bytes\": %llu, \"peak_live_bytes\": %llu}\n",
+            "\"realloc_moves\": %llu, \"discards\": %llu, \"live_bytes\": %llu, \"peak_live_bytes\": %llu, "
+            "\"wp_faults\": %llu, \"placed_dirty\": %llu}\n",
             (long long)s->pid, s->prog, s->exited ? "true" : "false", (unsigned long long)s->budget,
             (unsigned long long)s->reserve, (unsigned long long)s->threshold, s->glibc_malloc ? "true" : "false",
             (unsigned long long)g->faults, (unsigned long long)g->zero_fills, (unsigned long long)g->remote_fetches,
@@ -103,5 +106,6 @@ void nv_gmem_stats_json(FILE *f, const struct nvp_stats_file *s)
             (unsigned long long)s->n.mremaps, (unsigned long long)s->n.mallocs, (unsigned long long)s->n.frees,
             (unsigned long long)s->n.reallocs, (unsigned long long)s->n.realloc_moves,
             (unsigned long long)s->n.discards, (unsigned long long)s->n.live_bytes,
-            (unsigned long long)s->n.peak_live_bytes);
+            (unsigned long long)s->n.peak_live_bytes, (unsigned long long)g->wp_faults,
+            (unsigned long long)g->placed_dirty);
 }

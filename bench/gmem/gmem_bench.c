@@ -119,6 +119,7 @@ static void mode_fault_lat(void)
            "pager_faults", (double)(s1.faults - s0.faults),
            "remote_fetches", (double)(s1.remote_fetches - s0.remote_fetches),
            "writebacks", (double)(s1.writebacks - s0.writebacks),
+           "wp_faults", (double)(s1.wp_faults - s0.wp_faults), "placed_dirty", (double)(s1.placed_dirty - s0.placed_dirty),
            "pager_p50", (double)s1.fault_ns_p50 / 1e3, "pager_p99", (double)s1.fault_ns_p99 / 1e3,
            (const char *)NULL);
     free(perm);
@@ -248,7 +249,9 @@ static void mode_random_rw(void)
     gm_row(&rows, "random_rw_lat", o.size, "us", l.p50, "p99", l.p99, "mean", l.mean, "writes", (double)o.writes,
            "iters", (double)n, "resident", (double)rmax, "budget", (double)o.budget,
            "faults", (double)(s1.faults - s0.faults), "evictions", (double)(s1.evictions - s0.evictions),
-           "evictions_dirty", (double)(s1.evictions_dirty - s0.evictions_dirty), (const char *)NULL);
+           "evictions_dirty", (double)(s1.evictions_dirty - s0.evictions_dirty),
+           "wp_faults", (double)(s1.wp_faults - s0.wp_faults), "placed_dirty", (double)(s1.placed_dirty - s0.placed_dirty),
+           (const char *)NULL);
     gm_row(&rows, "random_rw_ops", o.size, "ops/s", (double)n / secs, "writes", (double)o.writes, "iters",
            (double)n, "seconds", secs, (const char *)NULL);
     free(lat);

@@ -80,7 +80,7 @@ struct nv_gm_ra_op {
 
 struct nv_gm_counters {
     uint64_t faults, zero_fills, wp_faults, ra_issued, ra_hits, ra_waste, evictions, evictions_dirty,
-             eexist, eagain, poisoned, discarded, move_busy, child_faults, child_pushes;
+             eexist, eagain, poisoned, discarded, move_busy, child_faults, child_pushes, placed_dirty;
 };
 
 struct nv_gm_region {
@@ -108,6 +108,14 @@ struct nv_gm_region {
     uint64_t          budget;        /* pages */
     int               ra_window, write_policy, nthreads;
     uint64_t          spin_ns;       /* a fault thread polls this long after a fault before it sleeps */
+    /* read faults: placed write-protected, so that the first write is
+     * seen, or writable and dirty while most such pages are written soon
+     * anyway (pager_fault.c, NETVM_GMEM_READ_WP) */
+    int               rd_adapt;      /* 0: always protected */
+    int               rd_dirty;      /* __atomic: place read faults writable and dirty now */
+    uint64_t          rd_wp_placed;  /* __atomic: read faults placed protected */
+    uint64_t          rd_wp_written; /* __atomic: first writes to such pages in this window */
+    uint64_t          rd_sample;     /* __atomic: read faults placed while rd_dirty */
     unsigned          spin_yield;    /* NETVM_SPIN_YIELD */
     int               spinner;       /* __atomic: a fault thread is polling (one at a time) */
 

@@ -130,6 +130,36 @@ static void place_zero(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int w
 /* 1 when the fault looked random (worth polling for the next one), 0 when
  * it was part of a sequential stream that read-ahead serves (polling then
  * only takes the CPU the stream's placements need: performance.md). */
+/* How a read fault's page is placed. Write-protected, its first write
+ * faults again (a fault thread's round trip and the program's second
+ * sleep) to mark it dirty; writable and dirty, it costs no second fault
+ * but is written back when evicted even if never written. Which is
+ * cheaper depends on how many read-faulted pages are written while
+ * resident (a read-modify-write of an absent page is a read fault and
+ * then a write fault): measured over windows of NV_GM_RD_WINDOW
+ * protected placements, a quarter or more written switches read faults
+ * to writable-and-dirty placement, in which one read fault in
+ * NV_GM_RD_SAMPLE is still placed protected to keep measuring
+ * (performance.md, "Read faults placed dirty"). 1: writable and dirty. */
+#define NV_GM_RD_WINDOW 256
+#define NV_GM_RD_SAMPLE 8
+
+static int read_as_dirty(struct nv_gm_region *r)
+{
+    if (!r->rd_adapt || r->read_only)
+        return 0;
+    if (__atomic_load_n(&r->rd_dirty, __ATOMIC_RELAXED) &&
+        __atomic_fetch_add(&r->rd_sample, 1, __ATOMIC_RELAXED) % NV_GM_RD_SAMPLE != 0) {
+        NV_GM_CNT(r, placed_dirty);
+        return 1;
+    }
+    if (__atomic_add_fetch(&r->rd_wp_placed, 1, __ATOMIC_RELAXED) % NV_GM_RD_WINDOW == 0) {
+        uint64_t w = __atomic_exchange_n(&r->rd_wp_written, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&r->rd_dirty, w * 4 >= NV_GM_RD_WINDOW, __ATOMIC_RELAXED);
+    }
+    return 0;
+}
+
 static int missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int write, void *buf, uint64_t t0)
 {
     uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
@@ -168,7 +198,7 @@ owned:
     int seq = r->ra_window > 0 && (prev == p || p == __atomic_load_n(&r->ra_next, __ATOMIC_RELAXED));
     nv_gm_reserve(r);
     if (!r->store->ops->has(r->store, p)) {
-        place_zero(r, p, addr, write);
+        place_zero(r, p, addr, write || read_as_dirty(r));
     } else if (!write && seq && nv_gm_readahead_with(r, p, t0) == 0) {
         return 0;   /* placed with its run, which wakes the fault */
     } else {
@@ -180,7 +210,9 @@ owned:
             return 1;
         } else {
             /* a write fault places the page writable and dirty; a read
-             * fault write-protected, so that its first write is seen */
+             * fault write-protected, so that its first write is seen,
+             * unless read faults are placed dirty now */
+            write = write || read_as_dirty(r);
             int e = nv_gm_uffd_copy(r->uffd, addr, buf, NV_GM_PAGE,
                                     write ? UFFDIO_COPY_MODE_DONTWAKE : UFFDIO_COPY_MODE_WP);
             if (e == 0) {
@@ -214,6 +246,8 @@ static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
                 continue;
             if (s & NV_GM_RA)
                 NV_GM_CNT(r, ra_hits);
+            else
+                __atomic_fetch_add(&r->rd_wp_written, 1, __ATOMIC_RELAXED);
             NV_GM_CNT(r, wp_faults);
             if (nv_gm_uffd_wp(r->uffd, addr, NV_GM_PAGE, UFFDIO_WRITEPROTECT_MODE_DONTWAKE) != 0) {
                 /* EAGAIN (the mm is changing): still protected and clean;

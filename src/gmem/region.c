@@ -41,7 +41,7 @@ static void *map_anon(size_t len)
 
 struct opts {
     uint64_t budget;      /* pages */
-    int      readahead, write_policy, threads, local;
+    int      readahead, write_policy, threads, local, read_wp_auto;
 };
 
 static netvm_status_t resolve(const netvm_gmem_opts_t *o, struct opts *out)
@@ -79,6 +79,15 @@ static netvm_status_t resolve(const netvm_gmem_opts_t *o, struct opts *out)
     out->threads = o && o->fault_threads ? o->fault_threads : (int)nv_config_long("NETVM_GMEM_THREADS", 1, 64);
     if (out->threads < 1 || out->threads > 64)
         return NETVM_ERR_INVAL;
+    const char *wp = nv_config_str("NETVM_GMEM_READ_WP");
+    if (!wp || !strcasecmp(wp, "auto"))
+        out->read_wp_auto = 1;
+    else if (!strcasecmp(wp, "always"))
+        out->read_wp_auto = 0;
+    else {
+        nv_error("gmem: NETVM_GMEM_READ_WP=%s: auto or always", wp);
+        return NETVM_ERR_INVAL;
+    }
     const char *s = nv_config_str("NETVM_GMEM_STORE");
     if (s && !strcasecmp(s, "local"))
         out->local = 1;
@@ -215,6 +224,7 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
     r->nthreads = o.threads;
     r->spin_ns = (uint64_t)nv_config_long("NETVM_GMEM_SPIN_US", 0, 1000000) * 1000u;
     r->spin_yield = (unsigned)nv_config_long("NETVM_SPIN_YIELD", 0, 1 << 30);
+    r->rd_adapt = o.read_wp_auto;
     r->ra_free = ~(uint64_t)0;
     pthread_rwlock_init(&r->seg_lock, NULL);
     pthread_mutex_init(&r->ev_lock, NULL);
@@ -422,6 +432,7 @@ netvm_status_t netvm_gmem_stats(const netvm_gmem_t *region, netvm_gmem_stats_t *
         .fault_ns_p999 = nv_gm_hist_pct(&r->hist, 0.999),
         .fault_ns_max = __atomic_load_n(&r->hist.max, __ATOMIC_RELAXED),
         .resident_peak = __atomic_load_n(&r->resident_peak, __ATOMIC_RELAXED),
+        .wp_faults = LD(wp_faults), .placed_dirty = LD(placed_dirty),
     };
     return NETVM_OK;
 }
