@@ -226,6 +226,12 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t page);
  * it; the fault is answered when the run is placed. 0: so done; -1: no
  * buffer free or the call could not start, and the caller fetches it. */
 int  nv_gm_readahead_with(struct nv_gm_region *r, uint64_t page, uint64_t t0);
+/* A sequential write fault on page p, never stored, at address a (the
+ * caller owns it: BUSY, reserved): place it and the never-stored pages
+ * after it, zeroed, writable and dirty, in one copy. The pages placed
+ * (p's wake included); 0 or 1 when fewer than two could be, and with 0
+ * the caller places p itself. */
+unsigned nv_gm_zero_ahead(struct nv_gm_region *r, uint64_t page, uintptr_t a);
 /* Copy a resident page of the region that this thread has just
  * write-protected: the program's writes from then on wait in the kernel
  * until the page is unprotected, so the copy is whole (an ordering the

@@ -198,7 +198,8 @@ owned:
     int seq = r->ra_window > 0 && (prev == p || p == __atomic_load_n(&r->ra_next, __ATOMIC_RELAXED));
     nv_gm_reserve(r);
     if (!r->store->ops->has(r->store, p)) {
-        place_zero(r, p, addr, write || read_as_dirty(r));
+        if (!(write && seq && nv_gm_zero_ahead(r, p, addr)))
+            place_zero(r, p, addr, write || read_as_dirty(r));
     } else if (!write && seq && nv_gm_readahead_with(r, p, t0) == 0) {
         return 0;   /* placed with its run, which wakes the fault */
     } else {

@@ -132,16 +132,17 @@ static void ra_done(void *arg, uint64_t got)
     ra_release(r, slot, n);
 }
 
-/* Claim up to max pages from q on for one run: each absent, stored (a
- * page never stored reads as zeros, filled on fault at no cost), given
- * room in the budget and made BUSY. Stops at the first that is not; *full
- * when the budget had no room (read-ahead never evicts). */
-static unsigned ra_claim(struct nv_gm_region *r, uint64_t q, unsigned max, int *full)
+/* Claim up to max pages from q on for one run: each absent, stored (for
+ * read-ahead: a page never stored reads as zeros, filled on fault at no
+ * cost) or never stored (for zero-ahead: stored == 0), given room in the
+ * budget and made BUSY. Stops at the first that is not; *full when the
+ * budget had no room (read-ahead never evicts). */
+static unsigned ra_claim(struct nv_gm_region *r, uint64_t q, unsigned max, int *full, int stored)
 {
     unsigned n = 0;
     for (; n < max; n++) {
         uint32_t s = __atomic_load_n(&r->state[q + n], __ATOMIC_ACQUIRE);
-        if (s != NV_GM_ABSENT || !r->store->ops->has(r->store, q + n))
+        if (s != NV_GM_ABSENT || !r->store->ops->has(r->store, q + n) != !stored)
             break;
         if (!nv_gm_try_reserve(r)) {
             *full = 1;
@@ -213,7 +214,7 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
         if (!k)
             break;
         int full = 0;
-        unsigned n = ra_claim(r, q, k, &full);
+        unsigned n = ra_claim(r, q, k, &full, 1);
         if (n < k)
             ra_release(r, slot + n, k - n);
         if (!n) {
@@ -255,7 +256,7 @@ int nv_gm_readahead_with(struct nv_gm_region *r, uint64_t p, uint64_t t0)
     if (!k)
         return -1;
     int full = 0;
-    unsigned n = 1 + (k > 1 ? ra_claim(r, p + 1, k - 1, &full) : 0);
+    unsigned n = 1 + (k > 1 ? ra_claim(r, p + 1, k - 1, &full, 1) : 0);
     if (n < k)
         ra_release(r, slot + n, k - n);
     nv_gm_used_upto(r, p + n);
@@ -276,4 +277,66 @@ int nv_gm_readahead_with(struct nv_gm_region *r, uint64_t p, uint64_t t0)
     if (!full)
         nv_gm_readahead(r, p);
     return 0;
+}
+
+/* Zero-ahead. A program that fills fresh memory in order (an array being
+ * initialised, a buffer being written) made every page a write fault of
+ * its own: the program's sleep, a fault thread's wake-up and a copy, some
+ * 50 us a page here, against about 1 us for a first touch of ordinary
+ * memory. So a sequential write fault on a page never stored places the
+ * pages after it that were never stored either, up to a read-ahead window
+ * of them and as many as the budget has room for, zeroed, writable and
+ * dirty, with one UFFDIO_COPY. Dirty, because their writes from then on
+ * are not seen (they would be written anyway: a page the program leaves
+ * untouched is written back as zeros once, when it is evicted). */
+#define NV_GM_ZERO_RUN 64u
+static unsigned char zero_run[NV_GM_ZERO_RUN * NV_GM_PAGE] __attribute__((aligned(4096)));
+
+unsigned nv_gm_zero_ahead(struct nv_gm_region *r, uint64_t p, uintptr_t a)
+{
+    uint64_t max = (uint64_t)r->ra_window < NV_GM_ZERO_RUN ? (uint64_t)r->ra_window : NV_GM_ZERO_RUN;
+    if (max > r->npages - p)
+        max = r->npages - p;
+    /* only as far as the pages lie in one piece of the address space */
+    uint64_t k = 1;
+    while (k < max && nv_gm_page_addr(r, p + k) == a + (uintptr_t)k * NV_GM_PAGE)
+        k++;
+    if (k < 2)
+        return 0;
+    int full = 0;
+    unsigned n = 1 + ra_claim(r, p + 1, (unsigned)(k - 1), &full, 0);
+    if (full)
+        ra_ask_room(r);
+    if (n < 2)
+        return 0;
+    struct uffdio_copy c = { .dst = a, .src = (uintptr_t)zero_run, .len = (uint64_t)n * NV_GM_PAGE,
+                             .mode = UFFDIO_COPY_MODE_DONTWAKE };
+    unsigned placed = ioctl(r->uffd, UFFDIO_COPY, &c) == 0 ? n : c.copy > 0 ? (unsigned)(c.copy / NV_GM_PAGE) : 0;
+    if (placed < 2) {
+        /* the first page at least was not placed (EEXIST, EAGAIN: the
+         * mm is changing): give back the claim; the caller places the
+         * faulting page alone, which sorts out why */
+        if (placed == 1) {
+            /* the page is there, writable: dirty before anyone runs */
+            NV_GM_CNT(r, zero_fills);
+            nv_gm_publish(r, p, NV_GM_DIRTY);
+            nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
+        }
+        ra_unclaim(r, p + 1, n - 1);
+        /* faults that found them BUSY fault again */
+        nv_gm_uffd_wake(r->uffd, a + NV_GM_PAGE, (size_t)(n - 1) * NV_GM_PAGE);
+        return placed;
+    }
+    for (unsigned i = 0; i < placed; i++) {
+        NV_GM_CNT(r, zero_fills);
+        nv_gm_publish(r, p + i, NV_GM_DIRTY);
+    }
+    if (placed < n)
+        ra_unclaim(r, p + placed, n - placed);
+    nv_gm_used_upto(r, p + placed);
+    __atomic_store_n(&r->ra_next, p + placed, __ATOMIC_RELAXED);
+    /* one wake for the run: the faulting thread, and any other that
+     * faulted on a page of it meanwhile and found it BUSY */
+    nv_gm_uffd_wake(r->uffd, a, (size_t)n * NV_GM_PAGE);
+    return placed;
 }
