@@ -89,6 +89,9 @@ struct nv_gm_region {
     size_t            len;
     uint64_t          npages;
     uint32_t         *state;         /* npages words, __atomic; mmap'd, so pages never used cost nothing */
+    uint64_t         *resmap;        /* __atomic: bit p set whenever page p may be resident: set when a
+                                        page is placed, cleared lazily by the evictor, whose hand walks
+                                        the set bits instead of every page ever used (pager_evict.c) */
     uint64_t          used;          /* __atomic: pages [used, npages) were never faulted or read ahead:
                                         the evictor's hand and the cleaner stop there, so a region that
                                         is a large reservation costs what is used of it */
@@ -129,6 +132,8 @@ struct nv_gm_region {
     int               room_waiters_hint;  /* __atomic copy of room_waiters for the lock-free path */
     int               room_grants;   /* placements let past a full budget (ev_lock; pager_evict.c) */
     int               overcommit_said;
+    int               wb_failing;    /* the evictor's: the last write-back of a victim failed */
+    int               wb_overcommit_said;
     int               forking;       /* __atomic: a fork is under way (pager_events.c) */
     uint64_t          hand;
     pthread_mutex_t   wb_lock;       /* one write-back of a page at a time (evictor, sync) */
@@ -175,6 +180,12 @@ static inline void nv_gm_used_upto(struct nv_gm_region *r, uint64_t end)
     uint64_t u = __atomic_load_n(&r->used, __ATOMIC_RELAXED);
     while (u < end && !__atomic_compare_exchange_n(&r->used, &u, end, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
     }
+}
+
+/* Page p may be resident from now on (after its state says so). */
+static inline void nv_gm_resmap_set(struct nv_gm_region *r, uint64_t p)
+{
+    __atomic_fetch_or(&r->resmap[p / 64], 1ull << (p % 64), __ATOMIC_SEQ_CST);
 }
 
 /* address of page in the region as it is mapped now (0: not mapped) */

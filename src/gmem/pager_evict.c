@@ -85,8 +85,11 @@ static void wb_end(struct nv_gm_region *r)
     __atomic_fetch_sub(&r->wb_active, 1, __ATOMIC_SEQ_CST);
 }
 
-static void batch_finish(struct nv_gm_region *r, struct batch *b)
+/* Returns how many of the batch's pages stayed resident (their
+ * write-back failed). */
+static int batch_finish(struct nv_gm_region *r, struct batch *b)
 {
+    int stayed = 0;
     struct wb_wait w;
     wb_init(&w);
     wb_begin(r);
@@ -110,6 +113,8 @@ static void batch_finish(struct nv_gm_region *r, struct batch *b)
              * dirty (store.h), rather than risk its only copy */
             if (nv_gm_uffd_copy(r->uffd, a, r->stage + (size_t)i * NV_GM_PAGE, NV_GM_PAGE, 0) == 0) {
                 __atomic_store_n(&r->state[p], NV_GM_RESIDENT | NV_GM_DIRTY | NV_GM_REF, __ATOMIC_RELEASE);
+                nv_gm_resmap_set(r, p);
+                stayed++;
                 continue;
             }
         }
@@ -124,10 +129,15 @@ static void batch_finish(struct nv_gm_region *r, struct batch *b)
             nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
     }
     wb_end(r);
-    if (st != NETVM_OK)
-        nv_warn("gmem: a write-back failed (%s): its pages stay resident and dirty", netvm_strerror(st));
+    /* said once while write-backs keep failing (no server takes pages),
+     * not once a batch: the evictor retries every millisecond */
+    if (st != NETVM_OK && !r->wb_failing)
+        nv_warn("gmem: a write-back failed (%s): its pages stay resident and dirty (said once until one succeeds)",
+                netvm_strerror(st));
+    r->wb_failing = st != NETVM_OK;
     madvise(r->stage, (size_t)b->n * NV_GM_PAGE, MADV_DONTNEED);
     b->n = 0;
+    return stayed;
 }
 
 /* Victims chosen (made EVICTING) and not yet moved out: they are moved
@@ -246,8 +256,57 @@ static uint64_t zap_out(struct nv_gm_region *r, struct pick *k)
     return n;
 }
 
+/* The hand's next page at or after r->hand that may be resident, within
+ * the first `used` pages, wrapping; *scanned grows by the positions passed
+ * (the loop below stops after three rounds). Walking every page ever used
+ * cost a sequential scan of 2 GiB with a 4 MiB budget 500 absent pages per
+ * victim, the evictor a quarter of a CPU; the map skips 64 at a time.
+ * UINT64_MAX: none in a whole round. */
+static uint64_t next_candidate(struct nv_gm_region *r, uint64_t used, uint64_t *scanned)
+{
+    uint64_t start = r->hand % used, p = start;
+    for (int wrapped = 0;;) {
+        uint64_t w = __atomic_load_n(&r->resmap[p / 64], __ATOMIC_ACQUIRE) >> (p % 64);
+        if (w) {
+            uint64_t q = p + (uint64_t)__builtin_ctzll(w);
+            if (q < used && (!wrapped || q < start)) {
+                *scanned += q - p + 1;
+                r->hand = q + 1;
+                return q;
+            }
+        }
+        uint64_t next = (p / 64 + 1) * 64;
+        if (!wrapped && next >= used) {
+            *scanned += used - p;
+            wrapped = 1;
+            p = 0;
+        } else {
+            *scanned += next - p;
+            p = next;
+        }
+        if (wrapped && p >= start) {
+            r->hand = start;
+            return UINT64_MAX;
+        }
+    }
+}
+
+/* Page p's bit is set but it was found not resident: clear the bit, then
+ * look again, since a placement may have set both meanwhile (it writes the
+ * state first, the bit second). */
+static void resmap_tidy(struct nv_gm_region *r, uint64_t p)
+{
+    uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
+    if ((s & NV_GM_STATE) != NV_GM_ABSENT && (s & NV_GM_STATE) != NV_GM_LOST)
+        return;
+    __atomic_fetch_and(&r->resmap[p / 64], ~(1ull << (p % 64)), __ATOMIC_SEQ_CST);
+    s = __atomic_load_n(&r->state[p], __ATOMIC_SEQ_CST);
+    if ((s & NV_GM_STATE) != NV_GM_ABSENT && (s & NV_GM_STATE) != NV_GM_LOST)
+        nv_gm_resmap_set(r, p);
+}
+
 /* Evict until the count is down to the low watermark; returns the number
- * of pages taken out. */
+ * of pages taken out (not those a failed write-back put back). */
 static uint64_t evict_round(struct nv_gm_region *r)
 {
     struct batch b = { .n = 0 };
@@ -258,16 +317,20 @@ static uint64_t evict_round(struct nv_gm_region *r)
     uint64_t used = __atomic_load_n(&r->used, __ATOMIC_ACQUIRE);
     while (used && __atomic_load_n(&r->resident, __ATOMIC_ACQUIRE) - (uint64_t)k.n > r->low_water &&
            scanned < 3 * used) {
-        uint64_t p = r->hand++ % used;
-        scanned++;
-        if (pick(r, &k, p) && k.n == NV_GM_STAGE) {
+        uint64_t p = next_candidate(r, used, &scanned);
+        if (p == UINT64_MAX)
+            break;
+        int chosen = pick(r, &k, p);
+        if (!chosen)
+            resmap_tidy(r, p);
+        if (chosen && k.n == NV_GM_STAGE) {
             if (r->read_only) {
                 taken += zap_out(r, &k);
                 continue;
             }
             move_out(r, &k, &b);
             taken += (uint64_t)b.n;
-            batch_finish(r, &b);
+            taken -= (uint64_t)batch_finish(r, &b);
         }
     }
     if (k.n && r->read_only) {
@@ -276,7 +339,7 @@ static uint64_t evict_round(struct nv_gm_region *r)
         move_out(r, &k, &b);
         taken += (uint64_t)b.n;
         if (b.n)
-            batch_finish(r, &b);
+            taken -= (uint64_t)batch_finish(r, &b);
     }
     pthread_mutex_unlock(&r->wb_lock);
     return taken;
@@ -375,6 +438,19 @@ void *nv_gm_evict_thread(void *arg)
         uint64_t taken = evict_round(r);
         int shared = __atomic_load_n(&r->c.move_busy, __ATOMIC_RELAXED) != busy0;
         pthread_mutex_lock(&r->ev_lock);
+        if (!taken && r->room_waiters && !r->stopping && r->wb_failing) {
+            /* Every victim was dirty and no server took it (the only
+             * server died, or every one is full): waiting for room would
+             * hang the program's next fault for good. The waiting
+             * placements go past the budget instead; the pages stay
+             * resident until a write-back succeeds again. */
+            r->room_grants = r->room_waiters;
+            if (!r->wb_overcommit_said) {
+                r->wb_overcommit_said = 1;
+                nv_warn("gmem: no server takes the region's dirty pages: it goes past its budget rather than "
+                        "block the program");
+            }
+        }
         if (!taken && r->room_waiters && !r->stopping && shared) {
             /* Pages resident at a fork are shared copy-on-write with the
              * child until this process writes them, and the kernel moves
@@ -392,10 +468,10 @@ void *nv_gm_evict_thread(void *arg)
             }
         }
         pthread_cond_broadcast(&r->room_cond);
-        if (!taken && r->room_waiters && !r->stopping && !shared) {
-            /* nothing could go (every resident page busy or shared with a
-             * forked child): let the hand pass again after a pause rather
-             * than spin */
+        if (!taken && !r->stopping && (r->wb_failing || (r->room_waiters && !shared))) {
+            /* nothing could go (every resident page busy, shared with a
+             * forked child, or dirty with no server taking it): let the
+             * hand pass again after a pause rather than spin */
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 1000000;

@@ -64,7 +64,9 @@ int nv_gm_publish(struct nv_gm_region *r, uint64_t p, uint32_t flags)
             return 0;
         }
         if (__atomic_compare_exchange_n(&r->state[p], &s, NV_GM_RESIDENT | NV_GM_REF | flags, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE))
+                                        __ATOMIC_ACQUIRE)) {
+            nv_gm_resmap_set(r, p);
             return 1;
+        }
     }
 }

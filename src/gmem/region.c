@@ -130,6 +130,8 @@ static void region_free(struct nv_gm_region *r)
         munmap(r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE);
     if (r->state)
         munmap(r->state, r->npages * sizeof *r->state);
+    if (r->resmap)
+        munmap(r->resmap, (r->npages + 63) / 64 * sizeof *r->resmap);
     if (r->ra_buf)
         munmap(r->ra_buf, NV_GM_RABUF * NV_GM_PAGE);
     if (r->wb_buf)
@@ -246,11 +248,12 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
     r->nseg = 1;
     r->stage = map_anon((NV_GM_STAGE + 1) * NV_GM_PAGE);
     r->state = map_anon(r->npages * sizeof *r->state);
+    r->resmap = map_anon((r->npages + 63) / 64 * sizeof *r->resmap);
     r->ra_buf = map_anon(NV_GM_RABUF * NV_GM_PAGE);
     r->wb_buf = map_anon(NV_GM_STAGE * NV_GM_PAGE);
     r->child_buf = map_anon(NV_GM_PAGE);
     r->fault_thr = calloc((size_t)o.threads, sizeof *r->fault_thr);
-    if (!r->stage || !r->state || !r->ra_buf || !r->wb_buf || !r->child_buf || !r->fault_thr)
+    if (!r->stage || !r->state || !r->resmap || !r->ra_buf || !r->wb_buf || !r->child_buf || !r->fault_thr)
         goto fail;
     /* a huge page would be placed and evicted as one: the pager works in
      * 4 KiB pages */

@@ -3,7 +3,11 @@
  *          back to 0);
  *  poison: with the only server killed, a page that was evicted to it has
  *          no copy left: its access gets SIGBUS (UFFDIO_POISON), not zeros
- *          and not a hang, and the region's health counts it lost.
+ *          and not a hang, and the region's health counts it lost; and
+ *          fresh pages written after it, which need room that only the
+ *          eviction of dirty pages (now impossible) could make, are
+ *          written anyway: the region goes past its budget rather than
+ *          hang the program.
  * Usage: servers NETVM_TOOL clean|poison */
 #include "gmem_test.h"
 #include "gs_servers.h"
@@ -47,18 +51,18 @@ int main(int argc, char **argv)
             strcat(addrs, ",");
         strcat(addrs, srv[i].addr);
     }
-    size_t budget = 256, npages = 4 * budget;
+    size_t budget = 256, filled = 4 * budget, fresh = 64, npages = filled + fresh;
     netvm_gmem_opts_t o = { .budget = budget * GPAGE, .servers = addrs, .credential = gs_cred,
                             .credential_len = strlen(gs_cred), .timeout_ms = 500 };
     netvm_gmem_t *g;
     unsigned char *m;
     CHECK_OK(netvm_gmem_map(ctx, npages * GPAGE, &o, &g, (void **)&m));
-    for (size_t p = 0; p < npages; p++)
+    for (size_t p = 0; p < filled; p++)
         gt_fill(m + p * GPAGE, p, 1);
     CHECK(gt_resident(m, GPAGE) == 0);      /* page 0 lives on the servers only */
     uint64_t u = used(ctx, srv, nsrv);
     printf("servers: %d server(s) hold %llu pages of a region of %zu\n", nsrv, (unsigned long long)u, npages);
-    CHECK(u >= (npages - budget) * (size_t)nsrv);
+    CHECK(u >= (filled - budget) * (size_t)nsrv);
     if (!poison) {
         CHECK_OK(netvm_gmem_unmap(g));
         u = used(ctx, srv, nsrv);
@@ -91,6 +95,16 @@ int main(int argc, char **argv)
     printf("servers: the only server killed: the access to an evicted page got SIGBUS; health: %d of %d servers "
            "alive, %llu pages lost\n", h.servers_alive, h.servers, (unsigned long long)h.pages_lost);
     CHECK(h.servers_alive == 0 && h.pages_lost > 0);
+    /* every resident page is dirty and cannot be written back */
+    for (size_t p = filled; p < npages; p++)
+        gt_fill(m + p * GPAGE, p, 2);
+    for (size_t p = filled; p < npages; p++)
+        CHECK(gt_check(m + p * GPAGE, p, 2));
+    netvm_gmem_stats_t st;
+    CHECK_OK(netvm_gmem_stats(g, &st));
+    printf("servers: %zu fresh pages written with no server left: %llu resident, budget %llu\n", fresh,
+           (unsigned long long)st.resident_pages, (unsigned long long)st.budget_pages);
     printf("servers: ok\n");
+    fflush(stdout);
     _exit(0);   /* the region's write-backs have nowhere to go: not unmapped */
 }

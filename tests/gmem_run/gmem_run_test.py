@@ -139,13 +139,24 @@ def case_kill(a):
         line = run.stdout.readline().split()
         check(len(line) == 2 and line[0] == "ready", f"the program did not start: {line}")
         pid = int(line[1])
-        st = subprocess.run([a.netvm, "stat", f"gmem:{pid}", "--json"], capture_output=True, text=True,
-                            timeout=LIMIT)
-        check(st.returncode == 0, f"netvm stat gmem:{pid}: {st.stderr}")
-        s = json.loads(st.stdout)
+        # the statistics file is rewritten every 100 ms, and the fill may
+        # take less than that: look until it shows the fill (a bounded
+        # number of times; the fill itself is done)
+        for _ in range(600):
+            st = subprocess.run([a.netvm, "stat", f"gmem:{pid}", "--json"], capture_output=True, text=True,
+                                timeout=LIMIT)
+            check(st.returncode == 0, f"netvm stat gmem:{pid}: {st.stderr}")
+            s = json.loads(st.stdout)
+            if s["evictions"] > 0:
+                break
+            subprocess.run(["sleep", "0.1"])
         check(s["pid"] == pid and s["evictions"] > 0 and s["resident_peak"] <= s["budget_pages"],
               f"live statistics: {s}")
-        used = m.stat()["used_pages"]
+        for _ in range(600):
+            used = m.stat()["used_pages"]
+            if used >= 24 * 256 - 1024:
+                break
+            subprocess.run(["sleep", "0.1"])
         check(used >= 24 * 256 - 1024, f"the server holds {used} pages of the program's 24 MiB")
         os.kill(pid, signal.SIGKILL)
         out, err = run.communicate(timeout=LIMIT)
