@@ -127,9 +127,6 @@ static void place_zero(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int w
     }
 }
 
-/* 1 when the fault looked random (worth polling for the next one), 0 when
- * it was part of a sequential stream that read-ahead serves (polling then
- * only takes the CPU the stream's placements need: performance.md). */
 /* How a read fault's page is placed. Write-protected, its first write
  * faults again (a fault thread's round trip and the program's second
  * sleep) to mark it dirty; writable and dirty, it costs no second fault
@@ -160,6 +157,9 @@ static int read_as_dirty(struct nv_gm_region *r)
     return 0;
 }
 
+/* 1 when the fault looked random (worth polling for the next one), 0 when
+ * it was part of a sequential stream that read-ahead serves (polling then
+ * only takes the CPU the stream's placements need: performance.md). */
 static int missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int write, void *buf, uint64_t t0)
 {
     uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
