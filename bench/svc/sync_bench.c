@@ -1,7 +1,7 @@
 /* sync_bench: the latency of netvm's synchronisation (include/netvm/sync.h)
  * against one blocking fetch-and-add measured in the same run.
  *
- *   netvm run -n N -- sync_bench [--min-ms M] [--json FILE] [--quick]
+ *   netvm run -n N -- sync_bench [--min-ms M] [--json FILE] [--quick] [--only M,...]
  *
  * Rows (printed by rank 0; size = ranks taking part, 8 for fadd_lat):
  *   fadd_lat      one blocking netvm_atomic FADD on a word of rank 1, us
@@ -13,6 +13,7 @@
  *   rw_write_lat  uncontended wrlock + wrunlock, us
  *   sem_lat       uncontended sem wait + post, us
  *   barrier_lat   a barrier (netvm_gbarrier) over 2 ranks and over all, us
+ * --only fadd_lat,lock_handoff measures only the rows named.
  *
  * (A rank that has made its turns keeps taking turns, counted, until all
  * have: see handoffs().)
@@ -43,6 +44,18 @@ static netvm_gbarrier_t *bar2, *barall;
 static netvm_rseg_t *word, *ctlr;
 static FILE *json;
 static int rows;
+static const char *only;   /* --only: the metrics to measure (comma list), NULL: all */
+
+static int wanted(const char *metric)
+{
+    if (!only)
+        return 1;
+    size_t n = strlen(metric);
+    for (const char *p = only; (p = strstr(p, metric)); p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+            return 1;
+    return 0;
+}
 
 static void die(const char *what, netvm_status_t st)
 {
@@ -210,8 +223,10 @@ int main(int argc, char **argv)
             json_path = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: sync_bench [--min-ms M] [--json FILE] [--quick]\n");
+            fprintf(stderr, "usage: sync_bench [--min-ms M] [--json FILE] [--quick] [--only METRIC,...]\n");
             return 2;
         }
     }
@@ -263,18 +278,27 @@ int main(int argc, char **argv)
         }
         if (json)
             fprintf(json, "[");
-        emit("fadd_lat", 8, "us", timed(local_batch, 0, goal, 1) * 1e6);
-        emit("lock_lat", 1, "us", timed(local_batch, 1, goal, 1) * 1e6);
-        emit("rw_read_lat", 1, "us", timed(local_batch, 2, goal, 1) * 1e6);
-        emit("rw_write_lat", 1, "us", timed(local_batch, 3, goal, 1) * 1e6);
-        emit("sem_lat", 1, "us", timed(local_batch, 4, goal, 1) * 1e6);
-        emit("lock_handoff", 2, "us", timed(collective, OP_HANDOFF2, goal, 2) * 1e6);
-        if (nranks > 2)
-            emit("lock_handoff", (size_t)nranks, "us",
-                 timed(collective, OP_HANDOFFALL, goal, (uint64_t)nranks) * 1e6);
-        emit("barrier_lat", 2, "us", timed(collective, OP_BAR2, goal, 1) * 1e6);
-        if (nranks > 2)
-            emit("barrier_lat", (size_t)nranks, "us", timed(collective, OP_BARALL, goal, 1) * 1e6);
+        if (wanted("fadd_lat"))
+            emit("fadd_lat", 8, "us", timed(local_batch, 0, goal, 1) * 1e6);
+        if (wanted("lock_lat"))
+            emit("lock_lat", 1, "us", timed(local_batch, 1, goal, 1) * 1e6);
+        if (wanted("rw_read_lat"))
+            emit("rw_read_lat", 1, "us", timed(local_batch, 2, goal, 1) * 1e6);
+        if (wanted("rw_write_lat"))
+            emit("rw_write_lat", 1, "us", timed(local_batch, 3, goal, 1) * 1e6);
+        if (wanted("sem_lat"))
+            emit("sem_lat", 1, "us", timed(local_batch, 4, goal, 1) * 1e6);
+        if (wanted("lock_handoff")) {
+            emit("lock_handoff", 2, "us", timed(collective, OP_HANDOFF2, goal, 2) * 1e6);
+            if (nranks > 2)
+                emit("lock_handoff", (size_t)nranks, "us",
+                     timed(collective, OP_HANDOFFALL, goal, (uint64_t)nranks) * 1e6);
+        }
+        if (wanted("barrier_lat")) {
+            emit("barrier_lat", 2, "us", timed(collective, OP_BAR2, goal, 1) * 1e6);
+            if (nranks > 2)
+                emit("barrier_lat", (size_t)nranks, "us", timed(collective, OP_BARALL, goal, 1) * 1e6);
+        }
         uint64_t end[2] = { OP_END, 0 };
         OK(netvm_put(ctx, ctlr, 0, end, sizeof end, 0));
         OK(netvm_barrier(ctx));

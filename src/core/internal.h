@@ -497,6 +497,9 @@ netvm_status_t nv_progress_wait_req(netvm_ctx_t *ctx, struct netvm_req *req);
 /* Drive progress until done(arg) (or timeout_ms: NETVM_ERR_TIMEOUT; < 0 no
  * limit); spin NETVM_SPIN_US first if spin. */
 netvm_status_t nv_progress_wait(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms, int spin);
+/* The same for at most ns nanoseconds (a spin shorter than a millisecond
+ * as one wait: one poller of the rings throughout, not one per look). */
+netvm_status_t nv_progress_wait_ns(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, uint64_t ns, int spin);
 /* The same for a done() that takes in the event queue (drains its ring):
  * a sleep also ends when an event arrives. */
 netvm_status_t nv_progress_wait_events(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms,

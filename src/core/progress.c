@@ -792,6 +792,13 @@ netvm_status_t nv_progress_wait(netvm_ctx_t *ctx, int (*done)(void *arg), void *
     return wait_until(ctx, done, arg, timeout_ms, spin, 0);
 }
 
+netvm_status_t nv_progress_wait_ns(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, uint64_t ns, int spin)
+{
+    if (done(arg))
+        return NETVM_OK;
+    return wait_loop(ctx, done, arg, NULL, nv_now_ns() + ns, spin, 0);
+}
+
 netvm_status_t nv_progress_wait_events(netvm_ctx_t *ctx, int (*done)(void *arg), void *arg, int timeout_ms,
                                        int spin)
 {

@@ -32,10 +32,18 @@ static void futex_wake_all(_Atomic uint32_t *w)
     syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
+/* The node's futex word: a count in the low 31 bits, bumped at every wake
+ * or link, and NV_SYNC_SLEEPING while a thread sleeps (or is about to) on
+ * it, so a wake costs a system call only when somebody sleeps. */
+#define NV_SYNC_SLEEPING 0x80000000u
+
 static void bump(struct nv_sync_node *n)
 {
-    atomic_fetch_add(&n->seq, 1);
-    futex_wake_all(&n->seq);
+    uint32_t old = atomic_load(&n->seq);
+    while (!atomic_compare_exchange_weak(&n->seq, &old, (old + 1) & ~NV_SYNC_SLEEPING))
+        ;
+    if (old & NV_SYNC_SLEEPING)
+        futex_wake_all(&n->seq);
 }
 
 static void apply_wake(struct nv_sync_state *st, unsigned slot, uint32_t ticket, netvm_status_t status)
@@ -224,13 +232,6 @@ static int woken(void *arg)
     return (atomic_load(&w->n->wake) >> 32) != 0;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* May this thread sleep on the node's futex? Only if the progress thread
  * serves the waker's link without it: shm (the progress thread serves the
  * rings) or this very process. On tcp the thread sleeps in core's loop,
@@ -254,21 +255,23 @@ netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *
 {
     struct nv_sync_state *st = h->st;
     struct sleeper w = { &st->nodes[slot], next };
-    uint64_t start = now_ns();
-    /* each look is a short spin of core's (64 passes) */
-    for (unsigned passes = 64; !woken(&w) && now_ns() - start < st->ctx->spin_ns; passes += 64) {
-        nv_progress_wait(st->ctx, woken, &w, 0, 1);
-        if (!woken(&w))
-            nv_spin_pause(st->ctx->spin_yield, passes);
-    }
-    int futex = futex_sleep_ok(st, waker);
+    /* one spin of core's loop for NETVM_SPIN_US: it counts as a poller of
+     * the shm rings throughout, so the waker's message rings no doorbell
+     * (a loop of short waits left the rings between looks, and every wake
+     * woke this process's progress thread: performance.md, "The lock's
+     * wait") */
+    if (st->ctx->spin_ns)
+        nv_progress_wait_ns(st->ctx, woken, &w, st->ctx->spin_ns, 1);
+    int futex = !woken(&w) && futex_sleep_ok(st, waker);
     if (futex)
         nv_progress_release(st->ctx);   /* the progress thread serves the wake from now on */
     const int check = nv_sync_check_ms();
     while (!woken(&w)) {
         netvm_status_t s = NETVM_ERR_TIMEOUT;
         if (futex) {
-            uint32_t seq = atomic_load(&w.n->seq);
+            /* flagged before the look at the node: a waker either sees
+             * the flag (and wakes the futex) or this look sees its store */
+            uint32_t seq = atomic_fetch_or(&w.n->seq, NV_SYNC_SLEEPING) | NV_SYNC_SLEEPING;
             if (woken(&w))
                 break;
             struct timespec ts = { check / 1000, (long)(check % 1000) * 1000000L };

@@ -50,7 +50,7 @@ struct nv_sync_node {
     _Atomic uint64_t wake;     /* ticket while waiting; | (status + 1) << 32 once woken */
     _Atomic uint64_t next;     /* MCS successor ref, 0 until linked */
     _Atomic uint32_t ticket;
-    _Atomic uint32_t seq;      /* futex word: bumped at every wake or link */
+    _Atomic uint32_t seq;      /* futex word: bumped at every wake or link; bit 31: a thread sleeps on it */
 };
 
 static inline uint64_t nv_sync_ref(int peer, unsigned slot, uint32_t ticket)
