@@ -18,6 +18,7 @@
 
 #include "gmem/store.h"
 #include "gmem/uffd.h"
+#include "util/time.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -103,6 +104,14 @@ struct nv_gm_region {
 
     int               uffd, stage_fd;
     pthread_mutex_t   read_lock;     /* a read of the uffd and the events it brought (pager_fault.c) */
+    /* the placement gate (nv_gm_place_enter): placements in progress, and
+     * a read of the uffd under way (1) or the events it brought being
+     * handled (2): no placement overlaps either */
+    int               placing;       /* __atomic */
+    int               ev_reading;    /* __atomic */
+    uint64_t          test_place_ns; /* __atomic; tests only: a read-ahead run waits this long before it is
+                                        placed, and each placement as long again before it is
+                                        published (tests/gmem/discard_ra.c) */
     struct nv_uffd_caps caps;
     unsigned char    *stage;         /* NV_GM_STAGE + 1 pages, registered on stage_fd */
     pthread_mutex_t   drop_lock;     /* the last staging slot */
@@ -186,6 +195,45 @@ static inline void nv_gm_used_upto(struct nv_gm_region *r, uint64_t end)
 static inline void nv_gm_resmap_set(struct nv_gm_region *r, uint64_t p)
 {
     __atomic_fetch_or(&r->resmap[p / 64], 1ull << (p % 64), __ATOMIC_SEQ_CST);
+}
+
+/* The placement gate. The kernel lets the program's madvise or munmap
+ * zap its pages as soon as the fault thread has read its event, before
+ * the event is handled; a page placed with its old data after that zap
+ * (a read-ahead run, a fetch that was under way) would stay mapped, and
+ * the program would read the discarded data. So a read of the uffd waits
+ * for placements in progress and holds new ones off until the events it
+ * brought have marked their pages (NV_GM_DISCARD), and a placement checks
+ * its pages' marks inside the gate, before its UFFDIO_COPY. Enter: 1, or
+ * 0 when events are being handled now (the caller must not wait: it may
+ * be the progress thread a handler's discard needs) and gives the page
+ * back instead; during a bare read it waits the read's system call. */
+static inline int nv_gm_place_enter(struct nv_gm_region *r)
+{
+    for (;;) {
+        __atomic_fetch_add(&r->placing, 1, __ATOMIC_SEQ_CST);
+        int ev = __atomic_load_n(&r->ev_reading, __ATOMIC_SEQ_CST);
+        if (!ev)
+            return 1;
+        __atomic_fetch_sub(&r->placing, 1, __ATOMIC_SEQ_CST);
+        if (ev == 2)
+            return 0;
+        /* yielding: the reader may be waiting for this CPU */
+        for (unsigned pass = 0; __atomic_load_n(&r->ev_reading, __ATOMIC_SEQ_CST) == 1; pass++)
+            nv_spin_pause(16, pass);
+    }
+}
+
+static inline void nv_gm_place_leave(struct nv_gm_region *r)
+{
+    __atomic_fetch_sub(&r->placing, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Page p (BUSY, the caller's) was discarded by the program: its data may
+ * not be placed. */
+static inline int nv_gm_discarded(struct nv_gm_region *r, uint64_t p)
+{
+    return (__atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE) & NV_GM_DISCARD) != 0;
 }
 
 /* address of page in the region as it is mapped now (0: not mapped) */

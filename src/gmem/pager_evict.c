@@ -110,10 +110,19 @@ static int batch_finish(struct nv_gm_region *r, struct batch *b)
         uintptr_t a = nv_gm_page_addr(r, p);
         if ((b->old[i] & NV_GM_DIRTY) && st != NETVM_OK && a) {
             /* not stored everywhere: the page comes back, resident and
-             * dirty (store.h), rather than risk its only copy */
-            if (nv_gm_uffd_copy(r->uffd, a, r->stage + (size_t)i * NV_GM_PAGE, NV_GM_PAGE, 0) == 0) {
+             * dirty (store.h), rather than risk its only copy; unless the
+             * program discarded it meanwhile (the gate: pager.h; this
+             * thread may wait at it) */
+            while (!nv_gm_place_enter(r))
+                sched_yield();
+            int back = !nv_gm_discarded(r, p) &&
+                       nv_gm_uffd_copy(r->uffd, a, r->stage + (size_t)i * NV_GM_PAGE, NV_GM_PAGE, 0) == 0;
+            if (back) {
                 __atomic_store_n(&r->state[p], NV_GM_RESIDENT | NV_GM_DIRTY | NV_GM_REF, __ATOMIC_RELEASE);
                 nv_gm_resmap_set(r, p);
+            }
+            nv_gm_place_leave(r);
+            if (back) {
                 stayed++;
                 continue;
             }

@@ -214,8 +214,16 @@ owned:
              * fault write-protected, so that its first write is seen,
              * unless read faults are placed dirty now */
             write = write || read_as_dirty(r);
-            int e = nv_gm_uffd_copy(r->uffd, addr, buf, NV_GM_PAGE,
-                                    write ? UFFDIO_COPY_MODE_DONTWAKE : UFFDIO_COPY_MODE_WP);
+            if (!nv_gm_place_enter(r)) {
+                /* the program's discard is being handled: out again, the
+                 * retried access faults anew */
+                unplace(r, p, addr);
+                return 1;
+            }
+            /* discarded since the fetch began: its data is gone for good */
+            int e = nv_gm_discarded(r, p) ? -ENOENT
+                    : nv_gm_uffd_copy(r->uffd, addr, buf, NV_GM_PAGE,
+                                      write ? UFFDIO_COPY_MODE_DONTWAKE : UFFDIO_COPY_MODE_WP);
             if (e == 0) {
                 nv_gm_publish(r, p, write ? NV_GM_DIRTY : 0);
                 if (write)  /* dirty before the writer runs: a sync from now on sees it */
@@ -228,6 +236,7 @@ owned:
                     NV_GM_CNT(r, eagain);
                 unplace(r, p, addr);
             }
+            nv_gm_place_leave(r);
         }
     }
     if (seq)
@@ -348,11 +357,20 @@ static int read_msgs(struct nv_gm_region *r, struct uffd_msg *msg, int cap)
      * reads again: a fault raised after the madvise returned then finds
      * the pages discarded (never their old data). */
     pthread_mutex_lock(&r->read_lock);
+    /* no placement overlaps the read, nor the handling of the events it
+     * brought (pager.h, nv_gm_place_enter) */
+    __atomic_store_n(&r->ev_reading, 1, __ATOMIC_SEQ_CST);
+    for (unsigned pass = 0; __atomic_load_n(&r->placing, __ATOMIC_SEQ_CST); pass++)
+        nv_spin_pause(16, pass);   /* a placer may be waiting for this CPU */
     ssize_t n = read(r->uffd, msg, (size_t)cap * sizeof msg[0]);
     int k = n > 0 ? (int)(n / (ssize_t)sizeof msg[0]) : 0;
     for (int i = 0; i < k; i++)
-        if (msg[i].event != UFFD_EVENT_PAGEFAULT)
+        if (msg[i].event != UFFD_EVENT_PAGEFAULT) {
+            /* long: placements give their pages back meanwhile */
+            __atomic_store_n(&r->ev_reading, 2, __ATOMIC_SEQ_CST);
             nv_gm_event(r, &msg[i]);
+        }
+    __atomic_store_n(&r->ev_reading, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&r->read_lock);
     return k;
 }
@@ -368,8 +386,13 @@ static int spin_msgs(struct nv_gm_region *r, struct uffd_msg *msg, int cap)
         return 0;
     uint64_t end = nv_gm_now_ns() + r->spin_ns;
     int k = 0;
+    /* a look with poll(2): a read closes the placement gate (pager.h),
+     * which a loop of reads would keep closed most of the time */
+    struct pollfd pf = { .fd = r->uffd, .events = POLLIN };
     for (unsigned pass = 0;; pass++) {
-        if ((k = read_msgs(r, msg, cap)) > 0 || nv_gm_now_ns() >= end)
+        if (poll(&pf, 1, 0) > 0 && (k = read_msgs(r, msg, cap)) > 0)
+            break;
+        if (nv_gm_now_ns() >= end)
             break;
         nv_spin_pause(r->spin_yield, pass);
     }

@@ -56,14 +56,26 @@ static unsigned ra_grab(struct nv_gm_region *r, unsigned want, unsigned *slot)
     return 0;
 }
 
+/* The tests' widening of the windows before a run is placed and between
+ * a placement and its publication (tests/gmem/discard_ra.c). */
+static void test_delay(struct nv_gm_region *r)
+{
+    uint64_t ns = __atomic_load_n(&r->test_place_ns, __ATOMIC_RELAXED);
+    if (ns) {
+        struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Place page p from buffer slot (ok: it came) or leave it to its fault. */
 static void ra_place(struct nv_gm_region *r, uint64_t p, unsigned slot, int ok, uint32_t flags)
 {
     uintptr_t a = nv_gm_page_addr(r, p);
     int e = -ENOENT;
-    if (ok && a)
+    if (ok && a && !nv_gm_discarded(r, p))
         e = nv_gm_uffd_copy(r->uffd, a, r->ra_buf + (size_t)slot * NV_GM_PAGE, NV_GM_PAGE, UFFDIO_COPY_MODE_WP);
     if (e == 0) {
+        test_delay(r);
         nv_gm_publish(r, p, flags);
         return;
     }
@@ -96,9 +108,14 @@ static unsigned ra_copy_run(struct nv_gm_region *r, uint64_t p, unsigned slot, u
     for (unsigned i = 1; i < k; i++)
         if (nv_gm_page_addr(r, p + i) != a + (uintptr_t)i * NV_GM_PAGE)
             return 0;
+    for (unsigned i = 0; i < k; i++)
+        if (nv_gm_discarded(r, p + i))
+            return 0;   /* page by page: those left are placed */
     struct uffdio_copy c = { .dst = a, .src = (uintptr_t)(r->ra_buf + (size_t)slot * NV_GM_PAGE),
                              .len = (uint64_t)k * NV_GM_PAGE, .mode = UFFDIO_COPY_MODE_WP };
     unsigned placed = ioctl(r->uffd, UFFDIO_COPY, &c) == 0 ? k : c.copy > 0 ? (unsigned)(c.copy / NV_GM_PAGE) : 0;
+    if (placed)
+        test_delay(r);
     for (unsigned i = 0; i < placed; i++)
         nv_gm_publish(r, p + i, i ? NV_GM_RA : first);
     return placed;
@@ -112,10 +129,18 @@ static void ra_done(void *arg, uint64_t got)
     struct nv_gm_ra_op *op = arg;
     struct nv_gm_region *r = op->r;
     unsigned slot = op->slot, n = op->n;
+    int placing = 0;
     /* a fault's own page is no read-ahead: placed without the RA mark */
     uint32_t first = op->fault ? 0 : NV_GM_RA;
     if (op->fault && (got & 1))
         nv_gm_hist_add(&r->hist, nv_gm_now_ns() - op->t0);
+    test_delay(r);
+    /* inside the placement gate (pager.h); while the program's discard is
+     * being handled nothing of the run is placed: its faults fetch again */
+    if (!nv_gm_place_enter(r))
+        got = 0;
+    else
+        placing = 1;
     for (unsigned i = 0; i < n;) {
         unsigned k = 0;
         while (i + k < n && (got >> (i + k) & 1))
@@ -129,6 +154,8 @@ static void ra_done(void *arg, uint64_t got)
             ra_place(r, op->page + i + j, slot + i + j, 1, i + j ? NV_GM_RA : first);
         i += k;
     }
+    if (placing)
+        nv_gm_place_leave(r);
     ra_release(r, slot, n);
 }
 
