@@ -282,6 +282,7 @@ struct netvm_ctx {
     char             p_token;
     char             wake_token;
     _Atomic int      pass_busy;  /* a thread is taking in P's events */
+    unsigned         pass_seq;   /* passes by application threads (in the pass only) */
     pthread_mutex_t  lend_lock;  /* changes of P's place (Q or E) */
     _Atomic int      lent;       /* P is disabled in Q: an application thread serves it */
     _Atomic int      lent_sticky;/* ... and keeps it after its call returns (polling) */

@@ -419,6 +419,28 @@ static void pass_timers(netvm_ctx_t *ctx)
     lower_timer(ctx, atomic_load(&ctx->req_sweep_at));
 }
 
+/* How often a spinning application thread looks at P while the links read
+ * their connections directly (poll_direct). */
+#define P_LOOK 16u
+
+/* 0 when every link that can read its connections directly did (their
+ * messages added to *n), -1 when one cannot: P must be asked. */
+static int poll_direct(netvm_ctx_t *ctx, int *n)
+{
+    int rc = -1;
+    for (int i = 0; i < ctx->nlinks; i++) {
+        struct nv_link *l = ctx->links[i];
+        if (!l->ops->poll_direct)
+            continue;
+        int k = l->ops->poll_direct(l);
+        if (k < 0)
+            return -1;
+        *n += k;
+        rc = 0;
+    }
+    return rc;
+}
+
 int nv_progress_pass(netvm_ctx_t *ctx)
 {
     int n = 0;
@@ -432,10 +454,17 @@ int nv_progress_pass(netvm_ctx_t *ctx)
         /* the progress thread was woken by P; an application thread looks
          * at it only where arrivals are reported nowhere else */
         if (nv_is_progress_thread || !ctx->thread_up || ctx->lent || lending_pays(ctx)) {
-            struct epoll_event ev[32];
-            int k = epoll_wait(ctx->pfd, ev, 32, 0);
-            if (k > 0)
-                n += handle(ctx, ev, k);
+            /* an application thread that holds P (lent: its loop is all
+             * that looks at P) reads the connections itself, and asks P
+             * only every P_LOOK passes (listeners, handshakes, pidfds);
+             * the progress thread was woken by P */
+            if (nv_is_progress_thread || !ctx->lent || (++ctx->pass_seq % P_LOOK) == 0 ||
+                poll_direct(ctx, &n) != 0) {
+                struct epoll_event ev[32];
+                int k = epoll_wait(ctx->pfd, ev, 32, 0);
+                if (k > 0)
+                    n += handle(ctx, ev, k);
+            }
         }
         pass_timers(ctx);   /* after the events: connections accepted now count */
         end_pass(ctx);

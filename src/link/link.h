@@ -295,6 +295,13 @@ struct nv_link_ops {
      * core's epoll set (nv_link.pfd); ev: one of them is ready. */
     int  (*poll)(struct nv_link *l, struct nv_lpeer *p);
     void (*epoll_event)(struct nv_link *l, void *token, unsigned events);
+    /* optional: inside a pass, read the link's connections directly, as
+     * if each had an event (a spinning thread then pays one read a look,
+     * not an epoll_wait and then the read); returns the messages taken
+     * in, or -1 when the link has too many connections for it to pay
+     * (core then asks P). The link's other fds (listeners, handshakes)
+     * still wait for P, which core looks at every few passes. */
+    int  (*poll_direct)(struct nv_link *l);
     /* a thread is about to spin on poll() (so peers need not wake anyone),
      * and has stopped */
     void (*poll_enter)(struct nv_link *l);

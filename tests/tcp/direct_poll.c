@@ -1,0 +1,77 @@
+/* A thread that polls in a loop over tcp reads its connections directly
+ * and asks the epoll set only every few passes (core/progress.c, P_LOOK):
+ * one read a look instead of an epoll_wait and then the read. This program
+ * defines epoll_wait, so netvm's calls land here and are counted per
+ * thread. Rank 1 polls (netvm_progress) while rank 0 makes gets, each
+ * served by rank 1's loop; then rank 1 counts its epoll_wait calls per
+ * pass: at most about one in 16, where every pass made one before.
+ * NETVM_LINKS=tcp. Args: GETS. */
+#include "check.h"
+
+#include <netvm/am.h>
+#include <netvm/netvm.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static __thread unsigned long waits;
+
+int epoll_wait(int fd, struct epoll_event *ev, int max, int timeout)
+{
+    waits++;
+    return (int)syscall(SYS_epoll_wait, fd, ev, max, timeout);
+}
+
+static atomic_int stop;
+
+static int on_stop(netvm_ctx_t *c, netvm_am_msg_t *m, void *a)
+{
+    (void)c, (void)m, (void)a;
+    atomic_store(&stop, 1);
+    return NETVM_AM_DONE;
+}
+
+int main(int argc, char **argv)
+{
+    int gets = argc > 1 ? atoi(argv[1]) : 2000;
+    netvm_ctx_t *ctx;
+    CHECK_OK(netvm_init(&ctx, NULL));
+    int me = check_rank = netvm_rank(ctx);
+    CHECK_OK(netvm_am_register(ctx, 1, on_stop, NULL));
+    void *a;
+    netvm_seg_t *s;
+    CHECK_OK(netvm_alloc_shared(ctx, 4096, NETVM_RWA, "w", &a, &s));
+    *(uint64_t *)a = 42;
+    CHECK_OK(netvm_barrier(ctx));
+    if (me == 1) {
+        unsigned long passes = 0;
+        /* the loop's first calls lend it P; count from there */
+        for (int i = 0; i < 100; i++)
+            netvm_progress(ctx);
+        waits = 0;
+        while (!atomic_load(&stop)) {
+            netvm_progress(ctx);
+            passes++;
+        }
+        printf("rank 1: %lu passes, %lu epoll_wait calls\n", passes, waits);
+        if (waits > passes / 8 + 16)
+            FAILF("%lu epoll_wait calls in %lu passes of a polling loop: the connections were not read directly",
+                  waits, passes);
+    } else {
+        netvm_rseg_t *r;
+        CHECK_OK(netvm_import(ctx, 1, "w", &r));
+        for (int i = 0; i < gets; i++) {
+            uint64_t v = 0;
+            CHECK_OK(netvm_get(ctx, &v, r, 0, 8, 0));
+            if (v != 42)
+                FAILF("get %d read %llu", i, (unsigned long long)v);
+        }
+        CHECK_OK(netvm_am_send(ctx, 1, 1, NULL, 0, NULL, 0, NULL));
+    }
+    CHECK_OK(netvm_barrier(ctx));
+    CHECK_OK(netvm_finalize(ctx));
+    return 0;
+}
