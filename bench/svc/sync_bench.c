@@ -8,12 +8,20 @@
  *   lock_lat      uncontended queue-lock acquire + release (home rank 1), us
  *   lock_handoff  ranks 0..size-1 (2, then all) acquire + release the same
  *                 lock in a loop, each holder releasing only once a
- *                 successor queued: us per hand-off
+ *                 successor queued: us per turn (a turn is the holder's
+ *                 release, the successor's wake, its look for a successor
+ *                 and the next acquirer's swap and link: two messages and
+ *                 an atomic)
+ *   handoff_lat   the same batch: median us from a release call to the
+ *                 return of the successor's acquire (the hand-off itself,
+ *                 one message; timestamps of one machine's clock)
  *   rw_read_lat   uncontended rdlock + rdunlock, us
  *   rw_write_lat  uncontended wrlock + wrunlock, us
  *   sem_lat       uncontended sem wait + post, us
  *   barrier_lat   a barrier (netvm_gbarrier) over 2 ranks and over all, us
- * --only fadd_lat,lock_handoff measures only the rows named.
+ * --only fadd_lat,lock_handoff measures only the rows named (handoff_lat
+ * comes with lock_handoff). While rank 0 measures the rows of one rank
+ * (fadd_lat to sem_lat) the others poll (netvm_progress).
  *
  * (A rank that has made its turns keeps taking turns, counted, until all
  * have: see handoffs().)
@@ -32,8 +40,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-enum { OP_END = 0, OP_HANDOFF2, OP_HANDOFFALL, OP_BAR2, OP_BARALL };
+enum { OP_END = 0, OP_HANDOFF2, OP_HANDOFFALL, OP_BAR2, OP_BARALL, OP_POLL };
+#define AM_STOP 1   /* rank 0's local rows are done: stop polling */
 
 static netvm_ctx_t *ctx;
 static int me, nranks;
@@ -83,6 +93,26 @@ static uint64_t ctl_word(size_t off)
     return v;
 }
 
+/* The hand-off's own latency: each rank notes when it called release and
+ * when its acquire returned (CLOCK_MONOTONIC, one clock for every process
+ * of a machine), in its "sb.ts" segment; rank 0 merges them after the
+ * batch (handoff_lat). */
+#define TS_CAP (1u << 18)
+struct ts_seg {
+    uint64_t n;
+    uint64_t t[TS_CAP];    /* ns, bit 0: 1 acquired, 0 released */
+};
+static struct ts_seg *ts;
+
+static inline void note(int acquired)
+{
+    if (ts->n < TS_CAP) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        ts->t[ts->n++] = ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec) << 1 | (uint64_t)acquired;
+    }
+}
+
 /* Every release a hand-off: the holder keeps the lock until a successor
  * has linked itself behind it (a look at its own node: no traffic). A rank
  * that has made its n acquisitions says so in CTL_DONE and goes on taking
@@ -94,8 +124,10 @@ static void handoffs(uint64_t n, uint64_t parts)
 {
     uint64_t extra = 0;
     int said = 0;
+    ts->n = 0;
     for (uint64_t i = 0;; i++) {
         OK(netvm_lock_acquire(lock));
+        note(1);
         struct nv_sync_node *node = &lock->h.st->nodes[atomic_load(&lock->h.held) - 1];
         double t0 = now_s(), looked = t0;
         /* at its last counted turn or after, a rank whose company is all
@@ -110,6 +142,7 @@ static void handoffs(uint64_t n, uint64_t parts)
                 last = ctl_word(CTL_DONE) + !said == parts && i + 1 >= n;
             }
         }
+        note(0);
         OK(netvm_lock_release(lock));
         if (i + 1 < n)
             continue;
@@ -124,6 +157,29 @@ static void handoffs(uint64_t n, uint64_t parts)
     }
     if (extra)
         OK(netvm_atomic(ctx, ctlr, CTL_EXTRA, NETVM_AOP_FADD, extra, 0, NULL));
+}
+
+/* While rank 0 measures its local rows the others poll, as the target of
+ * netvm bench, rpc_bench's servers and OpenSHMEM's PE 1 do: a sleeping
+ * home would add a thread wake-up to every operation on tcp. With more
+ * ranks than cores an idle poller yields now and then. */
+static atomic_int stop;
+
+static int on_stop(netvm_ctx_t *c, netvm_am_msg_t *m, void *arg)
+{
+    (void)c, (void)m, (void)arg;
+    atomic_store(&stop, 1);
+    return NETVM_AM_DONE;
+}
+
+static void poll_until_stopped(void)
+{
+    int crowded = sysconf(_SC_NPROCESSORS_ONLN) < nranks;
+    unsigned idle = 0;
+    while (!atomic_load(&stop))
+        if (!netvm_progress(ctx) && crowded && ++idle % 16 == 0)
+            sched_yield();
+    atomic_store(&stop, 0);
 }
 
 static void run_op(int op, uint64_t n)
@@ -144,6 +200,9 @@ static void run_op(int op, uint64_t n)
     case OP_BARALL:
         for (uint64_t i = 0; i < n; i++)
             OK(netvm_gbarrier_wait(barall));
+        break;
+    case OP_POLL:
+        poll_until_stopped();
         break;
     }
 }
@@ -179,6 +238,60 @@ static void serve(void)
         run_op((int)cmd[0], cmd[1]);
         OK(netvm_barrier(ctx));
     }
+}
+
+/* rank 0: the others poll from here until polled_end */
+static void polled_begin(void)
+{
+    uint64_t cmd[4] = { OP_POLL, 0, 0, 0 };
+    OK(netvm_put(ctx, ctlr, 0, cmd, sizeof cmd, 0));
+    OK(netvm_barrier(ctx));
+}
+
+static void polled_end(void)
+{
+    for (int r = 1; r < nranks; r++)
+        OK(netvm_am_send(ctx, r, AM_STOP, NULL, 0, NULL, 0, NULL));
+    OK(netvm_barrier(ctx));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* rank 0, after a hand-off batch of parts ranks: the median time from a
+ * release call to the return of the acquire that follows it (the
+ * successor's), in us; the events of every rank merged by time */
+static double handoff_lat(int parts)
+{
+    size_t cap = (size_t)parts * TS_CAP, n = 0;
+    uint64_t *all = malloc(cap * sizeof *all), *lat = malloc(cap * sizeof *lat);
+    if (!all || !lat)
+        die("handoff_lat", NETVM_ERR_NOMEM);
+    for (int r = 0; r < parts; r++) {
+        netvm_rseg_t *rs;
+        uint64_t k;
+        OK(netvm_import(ctx, r, "sb.ts", &rs));
+        OK(netvm_get(ctx, &k, rs, 0, 8, 0));
+        if (k > TS_CAP)
+            k = TS_CAP;
+        if (k)
+            OK(netvm_get(ctx, all + n, rs, 8, k * 8, 0));
+        n += k;
+        OK(netvm_release(rs));
+    }
+    qsort(all, n, sizeof *all, cmp_u64);
+    size_t m = 0;
+    for (size_t i = 1; i < n; i++)
+        if ((all[i] & 1) && !(all[i - 1] & 1))
+            lat[m++] = (all[i] >> 1) - (all[i - 1] >> 1);
+    qsort(lat, m, sizeof *lat, cmp_u64);
+    double v = m ? (double)lat[m / 2] / 1000 : 0;
+    free(all);
+    free(lat);
+    return v;
 }
 
 typedef double (*batch_fn)(int op, uint64_t n);
@@ -256,6 +369,11 @@ int main(int argc, char **argv)
         OK(netvm_rwlock_create(ctx, "sb.rw", &rw));
         OK(netvm_sem_create(ctx, "sb.sem", 1, &sem));
     }
+    {
+        netvm_seg_t *s;
+        OK(netvm_alloc_shared(ctx, sizeof *ts, NETVM_READ | NETVM_WRITE, "sb.ts", (void **)&ts, &s));
+    }
+    OK(netvm_am_register(ctx, AM_STOP, on_stop, NULL));
     OK(netvm_barrier(ctx));
     OK(netvm_import(ctx, 0, "sb.ctl", &ctlr));
     OK(netvm_import(ctx, 1, "sb.word", &word));
@@ -278,6 +396,7 @@ int main(int argc, char **argv)
         }
         if (json)
             fprintf(json, "[");
+        polled_begin();
         if (wanted("fadd_lat"))
             emit("fadd_lat", 8, "us", timed(local_batch, 0, goal, 1) * 1e6);
         if (wanted("lock_lat"))
@@ -288,11 +407,15 @@ int main(int argc, char **argv)
             emit("rw_write_lat", 1, "us", timed(local_batch, 3, goal, 1) * 1e6);
         if (wanted("sem_lat"))
             emit("sem_lat", 1, "us", timed(local_batch, 4, goal, 1) * 1e6);
+        polled_end();
         if (wanted("lock_handoff")) {
             emit("lock_handoff", 2, "us", timed(collective, OP_HANDOFF2, goal, 2) * 1e6);
-            if (nranks > 2)
+            emit("handoff_lat", 2, "us", handoff_lat(2));
+            if (nranks > 2) {
                 emit("lock_handoff", (size_t)nranks, "us",
                      timed(collective, OP_HANDOFFALL, goal, (uint64_t)nranks) * 1e6);
+                emit("handoff_lat", (size_t)nranks, "us", handoff_lat(nranks));
+            }
         }
         if (wanted("barrier_lat")) {
             emit("barrier_lat", 2, "us", timed(collective, OP_BAR2, goal, 1) * 1e6);
