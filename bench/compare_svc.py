@@ -27,7 +27,11 @@ Rows with a target (DESIGN.md section 5, issue 9):
   msg_lat 8       <= 1.2x the raw one-way
   msg_rate 8      above UCX's active-message rate
   lock_lat        <= 2.5x netvm's fadd_lat of the same program; faster than OpenSHMEM
-  lock_handoff    <= 1.0x the raw one-way; faster than OpenSHMEM
+  lock_handoff    time per turn of two ranks taking the lock in turn (a
+                  turn: the release's wake, the successor's link and the
+                  next swap); faster than OpenSHMEM's loop of the same
+  handoff_lat     the hand-off itself (a release call to the successor's
+                  acquire returning): <= 1.0x the raw one-way
 Every other row the programs print is listed with netvm's number only.
 With --plot DIR the rows with a target are drawn as grouped bars
 (services-LINK.png, bench/compare_plot.py); --render of this JSON prints
@@ -45,7 +49,8 @@ import time
 # target: (kind, factor): "lat" netvm <= factor * raw (and < every library
 # column); "ref" netvm <= factor * the netvm reference; "bw" netvm >= factor *
 # raw; "rate" netvm > factor * ucx; "lock" netvm <= factor * reference and <
-# oshmem; "handoff" netvm <= factor * raw and < oshmem.
+# oshmem; "handoff" netvm <= factor * raw and < oshmem; "libs" netvm <
+# every library column.
 def svc_rows(link):
     rt = ("get_lat", 8, 1.0) if link == "tcp" else ("put_lat", 8, 2.0)
     one_way = ("put_lat", 8, 1.0)
@@ -58,8 +63,8 @@ def svc_rows(link):
         ("msg_lat", 8, "us", {raw: one_way}, None, ("lat", 1.2)),
         ("msg_rate", 8, "Mops", {"ucx": ("notify_rate", 8, 1.0)}, None, ("rate", 1.0)),
         ("lock_lat", 1, "us", {"oshmem": ("lock_lat", 8, 1.0)}, ("fadd_lat", 8), ("lock", 2.5)),
-        ("lock_handoff", 2, "us", {raw: one_way, "oshmem": ("lock_handoff", 8, 1.0)}, None,
-         ("handoff", 1.0)),
+        ("lock_handoff", 2, "us", {"oshmem": ("lock_handoff", 8, 1.0)}, None, ("libs", 1.0)),
+        ("handoff_lat", 2, "us", {raw: one_way}, None, ("handoff", 1.0)),
     ]
 
 
@@ -201,6 +206,10 @@ def judge(row, target):
         if not raw:
             return "-", "n/a"
         return "%.2fx raw" % (nv / raw[0]), "yes" if nv >= f * raw[0] else "NO"
+    if kind == "libs":
+        if not libs:
+            return "-", "n/a"
+        return "%.2fx libs" % (nv / min(libs)), "yes" if all(nv < v for v in libs) else "NO"
     if kind == "rate":
         if not libs:
             return "-", "n/a"
@@ -212,7 +221,7 @@ def target_text(target):
     kind, f = target
     return {"lat": "<=%.1fx raw, < libs", "handoff": "<=%.1fx raw one-way, < libs",
             "ref": "<=%.1fx 2-way", "lock": "<=%.1fx fadd, < libs", "bw": ">=%.1fx raw stream",
-            "rate": ">%.1fx ucx"}[kind] % f
+            "rate": ">%.1fx ucx", "libs": "< libs (%.0fx)"}[kind] % f
 
 
 def table(rows, columns, markdown=False):
@@ -364,6 +373,10 @@ def self_test(c):
     assert judge({"netvm": 2.0, "peers": {"ucx": 1.0}}, rows["msg_rate"][5])[1] == "yes"
     assert judge({"netvm": 2.0, "peers": {"oshmem": 3.0}, "netvm_ref": 1.0}, rows["lock_lat"][5])[1] == "yes"
     assert judge({"netvm": 2.0, "peers": {"oshmem": 1.5}, "netvm_ref": 1.0}, rows["lock_lat"][5])[1] == "NO"
+    assert judge({"netvm": 0.5, "peers": {"oshmem": 0.7}}, rows["lock_handoff"][5])[1] == "yes"
+    assert judge({"netvm": 0.9, "peers": {"oshmem": 0.7}}, rows["lock_handoff"][5])[1] == "NO"
+    assert judge({"netvm": 0.06, "peers": {"memcpy": 0.07}}, rows["handoff_lat"][5])[1] == "yes"
+    assert judge({"netvm": 0.2, "peers": {"memcpy": 0.07}}, rows["handoff_lat"][5])[1] == "NO"
     assert judge({"netvm": None, "peers": {}}, t)[1] == "n/a"
     assert svc_rows("tcp")[0][3]["tcp_poll"] == ("get_lat", 8, 1.0)
     assert svc_rows("shm")[0][3]["memcpy"] == ("put_lat", 8, 2.0)
