@@ -284,15 +284,8 @@ int main(int argc, char **argv)
     OK(netvm_am_register(b.ctx, AM_ECHO, on_am_echo, NULL));
     OK(netvm_am_register(b.ctx, AM_STOP, on_am_stop, NULL));
     OK(netvm_barrier(b.ctx));
-    if (me != 0) {
-        /* more ranks than cores (3 on this 2-core machine): an idle server
-         * yields now and then, or it takes the core the others need */
-        int crowded = sysconf(_SC_NPROCESSORS_ONLN) < n;
-        unsigned idle = 0;
-        while (!atomic_load(&stop))
-            if (!netvm_progress(b.ctx) && crowded && ++idle % 16 == 0)
-                sched_yield();
-    }
+    if (me != 0)
+        svc_bench_poll(b.ctx, n, &stop);
     if (me == 0) {
         if (json && !(b.json = fopen(json, "w"))) {
             perror(json);

@@ -4,9 +4,13 @@
 #ifndef NV_BENCH_SVC_BENCH_H
 #define NV_BENCH_SVC_BENCH_H
 
+#include <netvm/netvm.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline double now_s(void)
 {
@@ -24,6 +28,19 @@ static inline void svc_bench_row(FILE *json, int *rows, const char *metric, size
     if (json)
         fprintf(json, "%s\n  {\"metric\": \"%s\", \"size\": %zu, \"unit\": \"%s\", \"netvm\": %.9g}",
                 (*rows)++ ? "," : "", metric, size, unit, v);
+}
+
+/* A serving rank's loop: poll (netvm_progress) until *stop, as
+ * ucx_perftest's server does (a sleeping server would add a thread wake-up
+ * to every call). With more ranks than cores an idle poller yields now and
+ * then, or it takes the core the others need. */
+static inline void svc_bench_poll(netvm_ctx_t *ctx, int nranks, atomic_int *stop)
+{
+    int crowded = sysconf(_SC_NPROCESSORS_ONLN) < nranks;
+    unsigned idle = 0;
+    while (!atomic_load(stop))
+        if (!netvm_progress(ctx) && crowded && ++idle % 16 == 0)
+            sched_yield();
 }
 
 #endif

@@ -40,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 enum { OP_END = 0, OP_HANDOFF2, OP_HANDOFFALL, OP_BAR2, OP_BARALL, OP_POLL };
 #define AM_STOP 1   /* rank 0's local rows are done: stop polling */
@@ -161,8 +160,7 @@ static void handoffs(uint64_t n, uint64_t parts)
 
 /* While rank 0 measures its local rows the others poll, as the target of
  * netvm bench, rpc_bench's servers and OpenSHMEM's PE 1 do: a sleeping
- * home would add a thread wake-up to every operation on tcp. With more
- * ranks than cores an idle poller yields now and then. */
+ * home would add a thread wake-up to every operation on tcp. */
 static atomic_int stop;
 
 static int on_stop(netvm_ctx_t *c, netvm_am_msg_t *m, void *arg)
@@ -174,11 +172,7 @@ static int on_stop(netvm_ctx_t *c, netvm_am_msg_t *m, void *arg)
 
 static void poll_until_stopped(void)
 {
-    int crowded = sysconf(_SC_NPROCESSORS_ONLN) < nranks;
-    unsigned idle = 0;
-    while (!atomic_load(&stop))
-        if (!netvm_progress(ctx) && crowded && ++idle % 16 == 0)
-            sched_yield();
+    svc_bench_poll(ctx, nranks, &stop);
     atomic_store(&stop, 0);
 }
 

@@ -129,7 +129,6 @@ static void ra_done(void *arg, uint64_t got)
     struct nv_gm_ra_op *op = arg;
     struct nv_gm_region *r = op->r;
     unsigned slot = op->slot, n = op->n;
-    int placing = 0;
     /* a fault's own page is no read-ahead: placed without the RA mark */
     uint32_t first = op->fault ? 0 : NV_GM_RA;
     if (op->fault && (got & 1))
@@ -137,10 +136,9 @@ static void ra_done(void *arg, uint64_t got)
     test_delay(r);
     /* inside the placement gate (pager.h); while the program's discard is
      * being handled nothing of the run is placed: its faults fetch again */
-    if (!nv_gm_place_enter(r))
+    int gated = nv_gm_place_enter(r);
+    if (!gated)
         got = 0;
-    else
-        placing = 1;
     for (unsigned i = 0; i < n;) {
         unsigned k = 0;
         while (i + k < n && (got >> (i + k) & 1))
@@ -154,7 +152,7 @@ static void ra_done(void *arg, uint64_t got)
             ra_place(r, op->page + i + j, slot + i + j, 1, i + j ? NV_GM_RA : first);
         i += k;
     }
-    if (placing)
+    if (gated)
         nv_gm_place_leave(r);
     ra_release(r, slot, n);
 }

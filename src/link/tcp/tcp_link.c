@@ -287,6 +287,19 @@ static int tcp_poll(struct nv_link *l, struct nv_lpeer *lp)
     return 0;   /* everything arrives through the epoll set */
 }
 
+/* Take in what an owned, ready connection holds, send what that made,
+ * and let it go; returns the frames taken in. */
+static int serve_owned(struct tcp_conn *c)
+{
+    int n = tcp_rx(c);
+    /* answers leave now; acknowledgements alone wait for the application
+     * thread's next frame, if it is one that will call again soon */
+    if (c->tx.n && (c->tx.urgent || c->tx.want_out || !nv_hold_acks))
+        tcp_tx_push(c);
+    tcp_release(c);
+    return n;
+}
+
 static void serve_conn(struct tcp_conn *c, unsigned events)
 {
     if (tcp_own(c) != 0)
@@ -303,12 +316,7 @@ static void serve_conn(struct tcp_conn *c, unsigned events)
         tcp_hs_done(c);
         return;
     }
-    tcp_rx(c);
-    /* answers leave now; acknowledgements alone wait for the application
-     * thread's next frame, if it is one that will call again soon */
-    if (c->tx.n && (c->tx.urgent || c->tx.want_out || !nv_hold_acks))
-        tcp_tx_push(c);
-    tcp_release(c);
+    serve_owned(c);
 }
 
 /* At most this many connections are read directly by a spinning thread:
@@ -336,15 +344,9 @@ static int tcp_poll_direct(struct nv_link *l)
     }
     pthread_mutex_unlock(&t->conns_lock);
     int n = 0;
-    for (int i = 0; i < k; i++) {
-        struct tcp_conn *c = cs[i];
-        if (tcp_own(c) != 0)
-            continue;   /* its owner takes it in */
-        n += tcp_rx(c);
-        if (c->tx.n && (c->tx.urgent || c->tx.want_out || !nv_hold_acks))
-            tcp_tx_push(c);
-        tcp_release(c);
-    }
+    for (int i = 0; i < k; i++)
+        if (tcp_own(cs[i]) == 0)   /* else its owner takes it in */
+            n += serve_owned(cs[i]);
     return n;
 }
 
