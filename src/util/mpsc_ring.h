@@ -86,30 +86,96 @@ static inline int nv_mpsc_pop(const struct nv_mpsc *q, void *rec)
 }
 
 /* --- records of several slots ------------------------------------------------
- * A record of n bytes takes the consecutive slots its 4-byte length and
- * bytes need (stride - 8 bytes of each). A producer reserves them all with
- * one step of the tail (the last slot free for this lap means every one
- * before it is: the consumer frees in order), fills them, and publishes
- * the first slot last, so the consumer sees a record whole or not at all. */
+ * A record of n bytes takes the consecutive slots that its first slot's
+ * sequence word, a 4-byte length and its bytes need. The bytes are
+ * contiguous in the ring's memory: they run on over the sequence words of
+ * the slots after the first (continuing at the ring's start past its end),
+ * so a record is copied in and out with one or two memcpy, not one per
+ * slot, and only the first slot's word says anything. A producer reserves
+ * the slots with one step of the tail once the consumer's head says they
+ * are free, fills them, and publishes the first slot last, so the consumer
+ * sees a record whole or not at all. The consumer, done with a record,
+ * writes every one of its slots' words back to "free for the next lap"
+ * before it moves the head: the word of a slot that held bytes could
+ * otherwise read, when a later record starts there, as published. */
+
+#define NV_MPSC_REC_HDR (sizeof(uint64_t) + 4)   /* the first slot's word, the length */
 
 static inline size_t nv_mpsc_rec_slots(const struct nv_mpsc *q, size_t n)
 {
-    size_t per = q->stride - sizeof(uint64_t);
-    return (n + 4 + per - 1) / per;
+    return (n + NV_MPSC_REC_HDR + q->stride - 1) / q->stride;
 }
 
-/* Copy n bytes of src into the record's data starting at byte off. */
+/* Where byte off of the record at pos lies, and how many bytes follow it
+ * before the ring's end. */
+static inline uint8_t *nv_mpsc_rec_at(const struct nv_mpsc *q, uint64_t pos, size_t off, size_t *room)
+{
+    size_t ring = (size_t)(q->mask + 1) * q->stride;
+    size_t at = ((size_t)(pos & q->mask) * q->stride + NV_MPSC_REC_HDR + off) % ring;
+    *room = ring - at;
+    return q->slots + at;
+}
+
+/* Copy n bytes of src into the record's bytes at off (one memcpy, two
+ * where the record runs past the ring's end). */
 static inline void nv_mpsc_rec_write(const struct nv_mpsc *q, uint64_t pos, size_t off, const void *src, size_t n)
 {
-    size_t per = q->stride - sizeof(uint64_t);
-    const uint8_t *s = src;
-    while (n) {
-        size_t in = off % per, take = per - in < n ? per - in : n;
-        memcpy(nv_mpsc_rec(q, pos + off / per) + in, s, take);
-        s += take;
-        off += take;
-        n -= take;
+    size_t room;
+    uint8_t *d = nv_mpsc_rec_at(q, pos, off, &room);
+    if (n <= room) {
+        memcpy(d, src, n);
+        return;
     }
+    memcpy(d, src, room);
+    memcpy(q->slots, (const uint8_t *)src + room, n - room);
+}
+
+static inline void nv_mpsc_rec_read(const struct nv_mpsc *q, uint64_t pos, size_t off, void *dst, size_t n)
+{
+    size_t room;
+    const uint8_t *s = nv_mpsc_rec_at(q, pos, off, &room);
+    if (n <= room) {
+        memcpy(dst, s, n);
+        return;
+    }
+    memcpy(dst, s, room);
+    memcpy((uint8_t *)dst + room, q->slots, n - room);
+}
+
+/* Reserve the slots of a record of n bytes: 0 and *pos, -1 if the ring is
+ * full now, -2 if the record can never fit (more than half the ring) or
+ * is empty. The caller writes the bytes (nv_mpsc_rec_write) and must then
+ * publish, whatever happens: the consumer waits for the record in order. */
+static inline int nv_mpsc_reserve(const struct nv_mpsc *q, size_t n, uint64_t *pos_out)
+{
+    size_t k = nv_mpsc_rec_slots(q, n);
+    if (!n || k > (q->mask + 1) / 2 || n > UINT32_MAX)
+        return -2;   /* an empty record would read as an empty ring */
+    uint64_t pos = atomic_load_explicit(q->tail, memory_order_relaxed);
+    for (;;) {
+        /* the consumer's release of the head orders its reads of the
+         * slots, and its writes of their words, before our writes */
+        uint64_t head = atomic_load_explicit(q->head, memory_order_acquire);
+        if (pos + k - head > q->mask + 1) {
+            uint64_t again = atomic_load_explicit(q->tail, memory_order_relaxed);
+            if (again == pos)
+                return -1;
+            pos = again;
+            continue;
+        }
+        if (atomic_compare_exchange_weak_explicit(q->tail, &pos, pos + k, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            break;
+    }
+    uint8_t len[4] = { (uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24) };
+    memcpy(nv_mpsc_rec(q, pos), len, 4);
+    *pos_out = pos;
+    return 0;
+}
+
+static inline void nv_mpsc_publish(const struct nv_mpsc *q, uint64_t pos)
+{
+    atomic_store_explicit(nv_mpsc_seq(q, pos), pos + 1, memory_order_release);
 }
 
 /* Push the record a (alen bytes) followed by b (blen bytes): 0, -1 if the
@@ -118,37 +184,29 @@ static inline void nv_mpsc_rec_write(const struct nv_mpsc *q, uint64_t pos, size
 static inline int nv_mpsc_push_bytes(const struct nv_mpsc *q, const void *a, size_t alen, const void *b,
                                      size_t blen)
 {
-    size_t n = alen + blen, k = nv_mpsc_rec_slots(q, n);
-    if (!n || k > (q->mask + 1) / 2 || n > UINT32_MAX)
-        return -2;   /* an empty record would read as an empty ring */
-    uint64_t pos = atomic_load_explicit(q->tail, memory_order_relaxed);
-    for (;;) {
-        uint64_t last = pos + k - 1;
-        int64_t diff = (int64_t)(atomic_load_explicit(nv_mpsc_seq(q, last), memory_order_acquire) - last);
-        if (diff == 0) {
-            if (atomic_compare_exchange_weak_explicit(q->tail, &pos, pos + k, memory_order_relaxed,
-                                                      memory_order_relaxed))
-                break;
-        } else if (diff < 0) {
-            return -1;
-        } else {
-            pos = atomic_load_explicit(q->tail, memory_order_relaxed);
-        }
-    }
-    uint8_t len[4] = { (uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24) };
-    nv_mpsc_rec_write(q, pos, 0, len, 4);
-    nv_mpsc_rec_write(q, pos, 4, a, alen);
+    uint64_t pos;
+    int rc = nv_mpsc_reserve(q, alen + blen, &pos);
+    if (rc != 0)
+        return rc;
+    nv_mpsc_rec_write(q, pos, 0, a, alen);
     if (blen)
-        nv_mpsc_rec_write(q, pos, 4 + alen, b, blen);
-    for (uint64_t i = k; i-- > 0;)
-        atomic_store_explicit(nv_mpsc_seq(q, pos + i), pos + i + 1, memory_order_release);
+        nv_mpsc_rec_write(q, pos, alen, b, blen);
+    nv_mpsc_publish(q, pos);
     return 0;
 }
 
-/* The single consumer: copy the next record into out (cap bytes); returns
- * its length, 0 if the ring is empty, or SIZE_MAX if it was malformed or
- * longer than cap (it is dropped, all its slots). */
-static inline size_t nv_mpsc_pop_bytes(const struct nv_mpsc *q, void *out, size_t cap)
+/* The consumer's view of the record at its head (nv_mpsc_peek_bytes). */
+struct nv_mpsc_taken {
+    uint64_t pos;
+    size_t   n;       /* its length, as its first slot says */
+    size_t   k;       /* the slots it takes (1 if its length is not one a producer writes) */
+    int      ok;      /* its length is one a producer writes */
+};
+
+/* The single consumer: 1 and *t if a record is published at the head, 0
+ * if the ring is empty. Its bytes stay in the ring (nv_mpsc_rec_read,
+ * nv_mpsc_rec_at) until nv_mpsc_release. */
+static inline int nv_mpsc_peek_bytes(const struct nv_mpsc *q, struct nv_mpsc_taken *t)
 {
     uint64_t pos = atomic_load_explicit(q->head, memory_order_relaxed);
     if (atomic_load_explicit(nv_mpsc_seq(q, pos), memory_order_acquire) != pos + 1)
@@ -156,27 +214,34 @@ static inline size_t nv_mpsc_pop_bytes(const struct nv_mpsc *q, void *out, size_
     const uint8_t *first = nv_mpsc_rec(q, pos);
     size_t n = (size_t)first[0] | (size_t)first[1] << 8 | (size_t)first[2] << 16 | (size_t)first[3] << 24;
     size_t k = nv_mpsc_rec_slots(q, n);
-    int ok = n && k <= (q->mask + 1) / 2 && n <= cap;
-    if (!n || k > (q->mask + 1) / 2)
-        k = 1;   /* a record no producer of ours writes: skip its first slot only */
-    for (uint64_t i = 1; i < k; i++)
-        while (atomic_load_explicit(nv_mpsc_seq(q, pos + i), memory_order_acquire) != pos + i + 1)
-            ;   /* published before the first: only a producer dying mid-write stops here */
-    if (ok) {
-        size_t per = q->stride - sizeof(uint64_t), off = 4, left = n;
-        uint8_t *o = out;
-        while (left) {
-            size_t in = off % per, take = per - in < left ? per - in : left;
-            memcpy(o, nv_mpsc_rec(q, pos + off / per) + in, take);
-            o += take;
-            off += take;
-            left -= take;
-        }
-    }
-    atomic_store_explicit(q->head, pos + k, memory_order_relaxed);
-    for (uint64_t i = 0; i < k; i++)
-        atomic_store_explicit(nv_mpsc_seq(q, pos + i), pos + i + q->mask + 1, memory_order_release);
-    return ok ? n : SIZE_MAX;
+    t->pos = pos;
+    t->n = n;
+    t->ok = n && k <= (q->mask + 1) / 2;
+    t->k = t->ok ? k : 1;   /* a record no producer of ours writes: skip its first slot only */
+    return 1;
+}
+
+/* Give the record's slots back to the producers. */
+static inline void nv_mpsc_release(const struct nv_mpsc *q, const struct nv_mpsc_taken *t)
+{
+    for (uint64_t i = 0; i < t->k; i++)
+        atomic_store_explicit(nv_mpsc_seq(q, t->pos + i), t->pos + i + q->mask + 1, memory_order_relaxed);
+    atomic_store_explicit(q->head, t->pos + t->k, memory_order_release);
+}
+
+/* The single consumer: copy the next record into out (cap bytes); returns
+ * its length, 0 if the ring is empty, or SIZE_MAX if it was malformed or
+ * longer than cap (it is dropped, all its slots). */
+static inline size_t nv_mpsc_pop_bytes(const struct nv_mpsc *q, void *out, size_t cap)
+{
+    struct nv_mpsc_taken t;
+    if (!nv_mpsc_peek_bytes(q, &t))
+        return 0;
+    int ok = t.ok && t.n <= cap;
+    if (ok)
+        nv_mpsc_rec_read(q, t.pos, 0, out, t.n);
+    nv_mpsc_release(q, &t);
+    return ok ? t.n : SIZE_MAX;
 }
 
 static inline int nv_mpsc_nonempty(const struct nv_mpsc *q)

@@ -1,10 +1,12 @@
 /* The shm link's message ring (link/shm/shm_block.h over util/mpsc_ring.h):
- * records of several 64-byte slots. Every length from 1 to 2000 bytes
+ * records of several 64-byte slots, their bytes contiguous in the ring. Every length from 1 to 2000 bytes
  * round-trips intact across the ring's wrap-around; a record of more than
  * half the ring is refused (-2); a full ring refuses (-1) and frees up as
  * the consumer pops; a malformed first slot is dropped (SIZE_MAX) and the
  * next record still arrives, and so is a record longer than the consumer's
- * buffer, all of it; several producer threads and one consumer
+ * buffer, all of it; a record's bytes that lay over later slots' words,
+ * even bytes that spell "published" for the next lap, never read as a
+ * record once consumed; several producer threads and one consumer
  * move 200000 records of random lengths, each producer's in order, none
  * lost or duplicated. Bounded by counts, never by time. */
 #include "check.h"
@@ -16,8 +18,9 @@
 #include <string.h>
 
 #define RING     128                              /* slots */
-#define PER      (NV_CACHELINE - 8)               /* record bytes per slot */
-#define MAX_REC  ((RING / 2) * PER - 4)           /* the longest record: half the ring */
+#define PER      (NV_CACHELINE - 8)               /* a slot's bytes after its word */
+#define FITS(k)  ((k) * NV_CACHELINE - 12)        /* the longest record of k slots */
+#define MAX_REC  FITS(RING / 2)                   /* the longest record: half the ring */
 #define THREADS  4
 #define TOTAL    200000                           /* records through the threaded ring */
 
@@ -90,7 +93,7 @@ static void every_length(struct nv_shm_hdr *h)
     for (size_t n = 1; n <= 2000; n++) {
         fill(buf, n, n);
         size_t k = nv_mpsc_rec_slots(&q, n);
-        CHECK(k == (n + 4 + PER - 1) / PER && k <= RING / 2);
+        CHECK(k == (n + 12 + NV_CACHELINE - 1) / NV_CACHELINE && k <= RING / 2);
         int rc;
         for (;;) {
             uint64_t pos = tail_of(&q);
@@ -157,7 +160,7 @@ static void full(struct nv_shm_hdr *h)
 {
     struct nv_mpsc q = nv_shm_ring_view(h);
     uint8_t buf[4096];
-    const size_t one = PER - 4, two = PER + 1;   /* one slot; two slots */
+    const size_t one = FITS(1), two = FITS(1) + 1;   /* one slot; two slots */
     CHECK(nv_mpsc_rec_slots(&q, one) == 1 && nv_mpsc_rec_slots(&q, two) == 2);
     uint64_t tag = 1000;
     size_t fifo[RING + 8], fh = 0, ft = 0;
@@ -183,7 +186,7 @@ static void full(struct nv_shm_hdr *h)
         POP();
     pop_empty(&q);
     /* four records of a quarter of the ring each fill it */
-    const size_t quarter = (RING / 4) * PER - 4;
+    const size_t quarter = FITS(RING / 4);
     tag = 5000;
     fh = ft = 0;
     for (int i = 0; i < 4; i++)
@@ -221,14 +224,14 @@ static void push_raw(const struct nv_mpsc *q, uint32_t len)
 /* Nothing leaked: the whole ring takes one-slot records again. */
 static void whole_ring(const struct nv_mpsc *q)
 {
-    uint8_t buf[PER];
+    uint8_t buf[FITS(1)];
     for (int i = 0; i < RING; i++) {
-        fill(buf, PER - 4, (uint64_t)i);
-        CHECK(nv_mpsc_push_bytes(q, buf, PER - 4, NULL, 0) == 0);
+        fill(buf, FITS(1), (uint64_t)i);
+        CHECK(nv_mpsc_push_bytes(q, buf, FITS(1), NULL, 0) == 0);
     }
     CHECK(nv_mpsc_push_bytes(q, buf, 1, NULL, 0) == -1);
     for (int i = 0; i < RING; i++)
-        pop_expect(q, PER - 4, (uint64_t)i);
+        pop_expect(q, FITS(1), (uint64_t)i);
     pop_empty(q);
 }
 
@@ -275,6 +278,40 @@ static void over_cap(struct nv_shm_hdr *h)
         pop_empty(&q);
     }
     whole_ring(&q);
+}
+
+/* --- bytes over slot words ---------------------------------------------------------------- */
+
+/* Records of four slots whose bytes, where they cover a later slot's word,
+ * hold the value that word takes when a record is published there on the
+ * next lap. Consumed, then followed by one-slot records: each of those
+ * slots was a covered one, and the ring must read empty after each pop. */
+static void stale_words(struct nv_shm_hdr *h)
+{
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    static uint8_t buf[FITS(4)];
+    while (tail_of(&q) % RING) {   /* start at the ring's first slot */
+        CHECK(nv_mpsc_push_bytes(&q, buf, 1, NULL, 0) == 0);
+        CHECK(nv_mpsc_pop_bytes(&q, buf, sizeof buf) == 1);
+    }
+    for (int r = 0; r < RING / 4; r++) {
+        uint64_t pos = tail_of(&q);
+        fill(buf, sizeof buf, (uint64_t)r);
+        for (uint64_t i = 1; i < 4; i++) {
+            uint64_t future = pos + i + RING + 1;
+            memcpy(buf + i * NV_CACHELINE - 12, &future, 8);
+        }
+        CHECK(nv_mpsc_push_bytes(&q, buf, sizeof buf, NULL, 0) == 0);
+    }
+    for (int r = 0; r < RING / 4; r++)
+        CHECK(nv_mpsc_pop_bytes(&q, buf, sizeof buf) == sizeof buf);
+    pop_empty(&q);
+    for (int i = 0; i < RING; i++) {
+        fill(buf, 9, (uint64_t)i);
+        CHECK(nv_mpsc_push_bytes(&q, buf, 9, NULL, 0) == 0);
+        pop_expect(&q, 9, (uint64_t)i);
+        pop_empty(&q);
+    }
 }
 
 /* --- producer threads ------------------------------------------------------------------ */
@@ -375,6 +412,7 @@ int main(void)
     too_long(h);
     full(h);
     malformed(h);
+    stale_words(h);
     threads(h);
     over_cap(h);
     free(h);

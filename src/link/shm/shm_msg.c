@@ -34,7 +34,11 @@ void shm_ring_doorbell(struct shm_peer *pe)
 
 /* --- the spill list ------------------------------------------------------------- */
 
-static int spill(struct shm_link *s, struct shm_peer *pe, const uint8_t *a, size_t alen, const void *b, size_t blen)
+/* guarded: b is the application's memory, which may be gone (unmapped
+ * behind its back): read it so that a fault fails the send, never the
+ * process. Returns 0, -1 (no memory) or -2 (b faulted). */
+static int spill(struct shm_link *s, struct shm_peer *pe, const uint8_t *a, size_t alen, const void *b,
+                 size_t blen, int guarded)
 {
     struct shm_spill *sp = malloc(sizeof *sp + alen + blen);
     if (!sp)
@@ -42,8 +46,12 @@ static int spill(struct shm_link *s, struct shm_peer *pe, const uint8_t *a, size
     sp->next = NULL;
     sp->len = alen + blen;
     memcpy(sp->data, a, alen);
-    if (blen)
-        memcpy(sp->data + alen, b, blen);
+    if (blen) {
+        if (guarded ? nv_guarded_copy(sp->data + alen, b, blen) != 0 : (memcpy(sp->data + alen, b, blen), 0)) {
+            free(sp);
+            return -2;
+        }
+    }
     pthread_mutex_lock(&pe->spill_lock);
     if (pe->spill_tail)
         pe->spill_tail->next = sp;
@@ -103,19 +111,49 @@ static void drain_all_spills(struct shm_link *s)
     pthread_mutex_unlock(&s->peers_lock);
 }
 
+/* Write a record (a, then b) into slots reserved at pos and publish it.
+ * guarded: as spill's. A fault leaves the record published but void (the
+ * consumer waits for every reserved record in order, so it cannot be
+ * taken back). */
+static netvm_status_t fill_slots(const struct nv_mpsc *q, uint64_t pos, const uint8_t *a, size_t alen,
+                                 const void *b, size_t blen, int guarded)
+{
+    nv_mpsc_rec_write(q, pos, 0, a, alen);
+    netvm_status_t st = NETVM_OK;
+    if (blen && !guarded) {
+        nv_mpsc_rec_write(q, pos, alen, b, blen);
+    } else if (blen) {
+        size_t room;
+        uint8_t *d = nv_mpsc_rec_at(q, pos, alen, &room);
+        size_t first = blen <= room ? blen : room;
+        if (nv_guarded_copy(d, b, first) != 0 ||
+            (first < blen && nv_guarded_copy(q->slots, (const uint8_t *)b + first, blen - first) != 0)) {
+            uint8_t kind = SHM_REC_VOID;
+            nv_mpsc_rec_write(q, pos, 0, &kind, 1);
+            st = NETVM_ERR_FAULT;
+        }
+    }
+    nv_mpsc_publish(q, pos);
+    return st;
+}
+
 /* Put a record (a, then b) into pe's ring. wait: the caller may wait for
  * room (it keeps our own ring moving meanwhile, so two processes filling
- * each other's rings never wedge); else it spills. */
+ * each other's rings never wedge); else it spills. guarded: b is the
+ * application's memory (see spill). */
 static netvm_status_t push(struct shm_link *s, struct shm_peer *pe, const uint8_t *a, size_t alen,
-                           const void *b, size_t blen, int wait)
+                           const void *b, size_t blen, int wait, int guarded)
 {
     struct nv_mpsc q = nv_shm_ring_view(pe->hdr);
     if (!atomic_load_explicit(&pe->nspill, memory_order_acquire)) {
         for (unsigned spins = 0;; spins++) {
-            int rc = nv_mpsc_push_bytes(&q, a, alen, b, blen);
+            uint64_t pos;
+            int rc = nv_mpsc_reserve(&q, alen + blen, &pos);
             if (rc == 0) {
-                shm_ring_doorbell(pe);
-                return NETVM_OK;
+                netvm_status_t st = fill_slots(&q, pos, a, alen, b, blen, guarded);
+                if (st == NETVM_OK)
+                    shm_ring_doorbell(pe);
+                return st;
             }
             if (rc == -2)
                 return NETVM_ERR_INVAL;
@@ -132,11 +170,16 @@ static netvm_status_t push(struct shm_link *s, struct shm_peer *pe, const uint8_
         /* records spilled before must leave first */
         drain_spill(s, pe);
         if (!atomic_load(&pe->nspill))
-            return push(s, pe, a, alen, b, blen, wait);
+            return push(s, pe, a, alen, b, blen, wait, guarded);
     }
-    if (spill(s, pe, a, alen, b, blen) != 0)
+    switch (spill(s, pe, a, alen, b, blen, guarded)) {
+    case 0:
+        return NETVM_OK;
+    case -2:
+        return NETVM_ERR_FAULT;
+    default:
         return NETVM_ERR_NOMEM;
-    return NETVM_OK;
+    }
 }
 
 static size_t prefix(uint8_t *out, unsigned kind, uint32_t src)
@@ -227,24 +270,9 @@ netvm_status_t shm_am_send(struct nv_link *l, struct nv_lpeer *lp, const uint8_t
     int wait = !(flags & NV_AMS_REPLY);
     uint8_t rec[SHM_REC_PREFIX + SHM_RNDV_DESC + NV_AM_HDR_MAX];
     if (plen <= s->p.eager) {
-        /* the sender's own buffer may be gone (unmapped behind its back):
-         * a copy that survives the fault, before anything enters the ring */
-        uint8_t local[4096], *tmp = NULL;
-        if (plen) {
-            uint8_t *buf = plen <= sizeof local ? local : (tmp = malloc(plen));
-            if (!buf)
-                return NETVM_ERR_NOMEM;
-            if (nv_guarded_copy(buf, payload, plen) != 0) {
-                free(tmp);
-                return NETVM_ERR_FAULT;
-            }
-            payload = buf;
-        }
         size_t n = prefix(rec, SHM_REC_AM, lp->remote_id);
         memcpy(rec + n, hdr, hlen);
-        netvm_status_t st = push(s, pe, rec, n + hlen, payload, plen, wait);
-        free(tmp);
-        return st;
+        return push(s, pe, rec, n + hlen, payload, plen, wait, 1);
     }
     /* rendezvous: the receiver copies the payload from here */
     void *copy = NULL;
@@ -272,7 +300,7 @@ netvm_status_t shm_am_send(struct nv_link *l, struct nv_lpeer *lp, const uint8_t
     nv_put64(rec + n + 16, cookie);
     n += SHM_RNDV_DESC;
     memcpy(rec + n, hdr, hlen);
-    netvm_status_t st = push(s, pe, rec, n + hlen, NULL, 0, wait);
+    netvm_status_t st = push(s, pe, rec, n + hlen, NULL, 0, wait, 0);
     if (st != NETVM_OK) {
         pthread_mutex_lock(&s->rndv_lock);
         s->rndv[slot].pe = NULL;
@@ -293,7 +321,7 @@ static void answer_rndv(struct shm_link *s, struct shm_peer *pe, uint32_t slot, 
     nv_put16(rec + n + 4, (uint16_t)st);
     nv_put16(rec + n + 6, 0);
     nv_put64(rec + n + 8, cookie);
-    if (push(s, pe, rec, sizeof rec, NULL, 0, 0) != NETVM_OK)
+    if (push(s, pe, rec, sizeof rec, NULL, 0, 0, 0) != NETVM_OK)
         nv_debug("shm link: rendezvous completion to peer %d dropped: it is gone", pe->lp->id);
 }
 
@@ -362,6 +390,8 @@ static void take_record(struct shm_link *s, const uint8_t *rec, size_t len)
             nv_warn("shm link: a malformed rendezvous completion dropped");
         break;
     }
+    case SHM_REC_VOID:
+        break;   /* its sender's payload faulted; the send failed there */
     default:
         nv_warn("shm link: a record of unknown kind %u dropped", rec[0]);
         break;
@@ -371,21 +401,31 @@ static void take_record(struct shm_link *s, const uint8_t *rec, size_t len)
 
 static __thread struct shm_link *consuming_here;   /* this thread is inside take_in(s) */
 
-/* Take in what the ring holds; the caller holds s->consuming. */
+/* Take in what the ring holds; the caller holds s->consuming. A record is
+ * read where it lies in the ring (its slots stay taken until it has been
+ * dispatched; handlers copy what they keep), unless it runs past the
+ * ring's end: then it is copied out whole first. */
 static int take_in(struct shm_link *s)
 {
     struct nv_mpsc q = nv_shm_ring_view(s->self);
     int n = 0;
-    size_t len;
+    struct nv_mpsc_taken t;
     struct shm_link *was = consuming_here;
     consuming_here = s;
-    while ((len = nv_mpsc_pop_bytes(&q, s->rxbuf, s->rxcap)) != 0) {
+    while (nv_mpsc_peek_bytes(&q, &t)) {
         n++;
-        if (len == SIZE_MAX) {
+        if (!t.ok || t.n > s->rxcap) {
             nv_warn("shm link: a malformed record in the ring dropped");
-            continue;
+        } else {
+            size_t room;
+            const uint8_t *rec = nv_mpsc_rec_at(&q, t.pos, 0, &room);
+            if (room < t.n) {
+                nv_mpsc_rec_read(&q, t.pos, 0, s->rxbuf, t.n);
+                rec = s->rxbuf;
+            }
+            take_record(s, rec, t.n);
         }
-        take_record(s, s->rxbuf, len);
+        nv_mpsc_release(&q, &t);
     }
     consuming_here = was;
     atomic_flag_clear_explicit(&s->consuming, memory_order_release);

@@ -78,7 +78,9 @@ static inline struct shm_link *shm_of(struct nv_link *l) { return (struct shm_li
 static inline struct shm_peer *shm_peer_of(struct nv_lpeer *lp) { return lp->conn; }
 
 /* Ring records: a kind, the sender's peer id at the receiver, then the body. */
-enum { SHM_REC_AM = 1, SHM_REC_AM_RNDV, SHM_REC_RNDV_DONE };
+/* SHM_REC_VOID: a record whose payload could not be read from the sender's
+ * memory after its slots were taken; the receiver skips it */
+enum { SHM_REC_AM = 1, SHM_REC_AM_RNDV, SHM_REC_RNDV_DONE, SHM_REC_VOID };
 #define SHM_REC_PREFIX 8
 #define SHM_RNDV_DESC  24   /* addr u64 | slot u32 | pad u32 | cookie u64 */
 #define SHM_RNDV_DONE  16   /* slot u32 | status u16 | pad u16 | cookie u64 */
