@@ -19,6 +19,10 @@ struct nv_mpsc {
     uint64_t          mask;   /* slot count - 1 (a power of two) */
     size_t            stride; /* bytes per slot */
     size_t            size;   /* bytes per record (stride - 8 at most) */
+    /* optional, byte records only: where producers keep the last head they
+     * read, so a push need not fetch the consumer's line each time (it
+     * lags, which only understates the room; NULL: read the head always) */
+    _Atomic uint64_t *head_seen;
 };
 
 static inline _Atomic uint64_t *nv_mpsc_seq(const struct nv_mpsc *q, uint64_t pos)
@@ -111,7 +115,9 @@ static inline size_t nv_mpsc_rec_slots(const struct nv_mpsc *q, size_t n)
 static inline uint8_t *nv_mpsc_rec_at(const struct nv_mpsc *q, uint64_t pos, size_t off, size_t *room)
 {
     size_t ring = (size_t)(q->mask + 1) * q->stride;
-    size_t at = ((size_t)(pos & q->mask) * q->stride + NV_MPSC_REC_HDR + off) % ring;
+    size_t at = (size_t)(pos & q->mask) * q->stride + NV_MPSC_REC_HDR + off;
+    if (at >= ring)
+        at -= ring;   /* off is less than half the ring: one lap at most */
     *room = ring - at;
     return q->slots + at;
 }
@@ -152,11 +158,20 @@ static inline int nv_mpsc_reserve(const struct nv_mpsc *q, size_t n, uint64_t *p
     if (!n || k > (q->mask + 1) / 2 || n > UINT32_MAX)
         return -2;   /* an empty record would read as an empty ring */
     uint64_t pos = atomic_load_explicit(q->tail, memory_order_relaxed);
+    /* the consumer's release of the head orders its reads of the slots,
+     * and its writes of their words, before our writes (through head_seen
+     * too: stored with release after an acquiring read) */
+    uint64_t head = q->head_seen ? atomic_load_explicit(q->head_seen, memory_order_acquire)
+                                 : atomic_load_explicit(q->head, memory_order_acquire);
     for (;;) {
-        /* the consumer's release of the head orders its reads of the
-         * slots, and its writes of their words, before our writes */
-        uint64_t head = atomic_load_explicit(q->head, memory_order_acquire);
         if (pos + k - head > q->mask + 1) {
+            uint64_t h = atomic_load_explicit(q->head, memory_order_acquire);
+            if (h != head) {
+                head = h;
+                if (q->head_seen)
+                    atomic_store_explicit(q->head_seen, h, memory_order_release);
+                continue;
+            }
             uint64_t again = atomic_load_explicit(q->tail, memory_order_relaxed);
             if (again == pos)
                 return -1;

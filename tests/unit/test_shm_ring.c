@@ -8,7 +8,7 @@
  * even bytes that spell "published" for the next lap, never read as a
  * record once consumed; several producer threads and one consumer
  * move 200000 records of random lengths, each producer's in order, none
- * lost or duplicated. Bounded by counts, never by time. */
+ * lost or duplicated, sharing the head they last read. Bounded by counts, never by time. */
 #include "check.h"
 #include "link/shm/shm_block.h"
 
@@ -342,10 +342,14 @@ static size_t rec_len(uint32_t id, uint32_t seq)
 
 static uint64_t rec_tag(uint32_t id, uint32_t seq) { return (uint64_t)id << 32 | seq; }
 
+/* the producers share the head they last read, as the shm link's do */
+static _Atomic uint64_t head_seen;
+
 static void *produce(void *arg)
 {
     struct producer *p = arg;
     struct nv_mpsc q = nv_shm_ring_view(p->h);
+    q.head_seen = &head_seen;
     static _Thread_local uint8_t payload[2048];
     for (uint32_t seq = 0; seq < p->count; seq++) {
         uint32_t head[3] = { p->id, seq, (uint32_t)rec_len(p->id, seq) };

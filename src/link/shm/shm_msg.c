@@ -32,6 +32,14 @@ void shm_ring_doorbell(struct shm_peer *pe)
     }
 }
 
+/* A peer's ring as our producers see it. */
+static struct nv_mpsc shm_peer_ring(struct shm_peer *pe)
+{
+    struct nv_mpsc q = nv_shm_ring_view(pe->hdr);
+    q.head_seen = &pe->head_seen;
+    return q;
+}
+
 /* --- the spill list ------------------------------------------------------------- */
 
 /* guarded: b is the application's memory, which may be gone (unmapped
@@ -68,7 +76,7 @@ static int spill(struct shm_link *s, struct shm_peer *pe, const uint8_t *a, size
 static void drain_spill(struct shm_link *s, struct shm_peer *pe)
 {
     pthread_mutex_lock(&pe->spill_lock);
-    struct nv_mpsc q = nv_shm_ring_view(pe->hdr);
+    struct nv_mpsc q = shm_peer_ring(pe);
     int moved = 0;
     while (pe->spill_head && !atomic_load(&pe->dead)) {
         struct shm_spill *sp = pe->spill_head;
@@ -144,7 +152,7 @@ static netvm_status_t fill_slots(const struct nv_mpsc *q, uint64_t pos, const ui
 static netvm_status_t push(struct shm_link *s, struct shm_peer *pe, const uint8_t *a, size_t alen,
                            const void *b, size_t blen, int wait, int guarded)
 {
-    struct nv_mpsc q = nv_shm_ring_view(pe->hdr);
+    struct nv_mpsc q = shm_peer_ring(pe);
     if (!atomic_load_explicit(&pe->nspill, memory_order_acquire)) {
         for (unsigned spins = 0;; spins++) {
             uint64_t pos;

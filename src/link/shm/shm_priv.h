@@ -30,6 +30,7 @@ struct shm_peer {
     pthread_mutex_t   spill_lock;
     struct shm_spill *spill_head, *spill_tail;
     _Atomic int       nspill;
+    _Atomic uint64_t  head_seen;   /* the peer's ring head as our producers last read it */
     struct shm_peer  *next, *prev; /* the link's list of attached peers */
 };
 
