@@ -170,7 +170,10 @@ netvm_status_t netvm_wait_until(netvm_ctx_t *ctx, const uint64_t *addr, netvm_cm
     for (unsigned iter = 0;; iter++) {
         if (holds(v = load_word(addr), cmp, value))
             goto out_ok;
-        if ((iter & 63) == 63) {
+        /* a pass that yields (nv_spin_pause) is a system call already:
+         * drive progress on each, or a write that needs the engine (tcp)
+         * would wait behind dozens of yields */
+        if ((iter & 15) == 15 || (ctx->spin_yield && iter >= ctx->spin_yield)) {
             uint64_t now = nv_now_ns();
             if (now >= deadline)
                 goto out;
