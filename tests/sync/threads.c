@@ -1,8 +1,11 @@
 /* Several threads of every rank contend at NETVM_THREAD_MULTIPLE: a
  * queue lock (a get+put counter), the reader-writer lock (writers bump a
  * counter, readers see no writer inside), and a semaphore of 2 (never
- * more than 2 holders in the job). Run under ThreadSanitizer too.
- * Args: THREADS ITERS. */
+ * more than 2 holders in the job). Then CHURN threads, one after another,
+ * each take the lock once and exit: more threads than a process has wait
+ * nodes (NV_SYNC_NODES), so a node a thread keeps for its next acquire
+ * must go back when it exits. Run under ThreadSanitizer too.
+ * Args: THREADS ITERS [CHURN]. */
 #include "sync_test.h"
 
 #include <pthread.h>
@@ -42,10 +45,20 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static void *once(void *arg)
+{
+    (void)arg;
+    CHECK_OK(netvm_lock_acquire(lock));
+    st_racy_inc(ctx, data, CNT);
+    CHECK_OK(netvm_lock_release(lock));
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     int nthreads = argc > 1 ? atoi(argv[1]) : 4;
     iters = argc > 2 ? atoi(argv[2]) : 100;
+    int churn = argc > 3 ? atoi(argv[3]) : 0;
     netvm_config_t cfg = { .thread_level = NETVM_THREAD_MULTIPLE };
     CHECK_OK(netvm_init(&ctx, &cfg));
     int me = check_rank = netvm_rank(ctx), n = netvm_size(ctx);
@@ -75,6 +88,14 @@ int main(int argc, char **argv)
     wantw *= (uint64_t)n;
     CHECK(st_get(ctx, data, CNT) == want);
     CHECK(st_get(ctx, data, WCNT) == wantw);
+    CHECK_OK(netvm_barrier(ctx));
+    for (int i = 0; i < churn; i++) {
+        pthread_t c;
+        CHECK(pthread_create(&c, NULL, once, NULL) == 0);
+        pthread_join(c, NULL);
+    }
+    CHECK_OK(netvm_barrier(ctx));
+    CHECK(st_get(ctx, data, CNT) == want + (uint64_t)n * (uint64_t)churn);
     CHECK_OK(netvm_barrier(ctx));
     CHECK_OK(netvm_sem_close(sem));
     CHECK_OK(netvm_rwlock_close(rw));

@@ -113,18 +113,83 @@ static int on_home(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
 
 /* --- the state -------------------------------------------------------------- */
 
+/* The last node a thread put back stays marked used, kept for that
+ * thread's next get: an uncontended acquire and release then take no
+ * locked instruction for their node. uid names the state (a state freed
+ * and another made at its address do not share spares); a thread that
+ * exits gives its spare back to its state if that still lives (the live
+ * list), so threads that come and go leak no nodes. */
+static __thread struct {
+    uint64_t uid;    /* 0: none */
+    unsigned slot;
+    int      keyed;  /* the exit hook is set for this thread */
+} spare;
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nv_sync_state *live;
+static pthread_key_t spare_key;
+static int spare_key_ok;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_give_back(void *unused)
+{
+    (void)unused;
+    if (!spare.uid)
+        return;
+    pthread_mutex_lock(&live_lock);
+    for (struct nv_sync_state *st = live; st; st = st->live_next)
+        if (st->uid == spare.uid)
+            atomic_fetch_and(&st->used[spare.slot / 64], ~(1ull << (spare.slot % 64)));
+    pthread_mutex_unlock(&live_lock);
+    spare.uid = 0;
+}
+
+static void spare_key_make(void)
+{
+    spare_key_ok = pthread_key_create(&spare_key, spare_give_back) == 0;
+}
+
+/* May this thread keep a spare? Only once its exit hook is set. */
+static int spare_keyable(void)
+{
+    if (spare.keyed)
+        return 1;
+    pthread_once(&spare_once, spare_key_make);
+    if (!spare_key_ok || pthread_setspecific(spare_key, (void *)1) != 0)
+        return 0;
+    return spare.keyed = 1;
+}
+
+static void live_remove(struct nv_sync_state *st)
+{
+    pthread_mutex_lock(&live_lock);
+    for (struct nv_sync_state **p = &live; *p; p = &(*p)->live_next)
+        if (*p == st) {
+            *p = st->live_next;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
+}
+
 static void *state_create(netvm_ctx_t *ctx)
 {
     struct nv_sync_state *st = calloc(1, sizeof *st);
     if (!st)
         return NULL;
+    static _Atomic uint64_t uids;
     st->ctx = ctx;
     st->me = netvm_rank(ctx);
+    st->uid = atomic_fetch_add(&uids, 1) + 1;
     pthread_mutex_init(&st->lock, NULL);
+    pthread_mutex_lock(&live_lock);
+    st->live_next = live;
+    live = st;
+    pthread_mutex_unlock(&live_lock);
     atomic_store(&st->tickets, 1);
     if (nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_WAKE, on_wake, st) != NETVM_OK ||
         nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_LINK, on_link, st) != NETVM_OK ||
         nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_HOME, on_home, st) != NETVM_OK) {
+        live_remove(st);
         pthread_mutex_destroy(&st->lock);
         free(st);
         return NULL;
@@ -136,6 +201,7 @@ static void state_destroy(netvm_ctx_t *ctx, void *p)
 {
     (void)ctx;
     struct nv_sync_state *st = p;
+    live_remove(st);
     for (uint32_t i = 0; i < st->nhomes; i++)
         if (st->homes[i])
             nv_sync_home_drop(st, st->homes[i]);
@@ -166,6 +232,12 @@ static uint32_t fresh_ticket(struct nv_sync_state *st)
 
 netvm_status_t nv_sync_node_get(struct nv_sync_state *st, unsigned *slot, uint64_t *ref)
 {
+    if (spare.uid == st->uid) {
+        spare.uid = 0;
+        *slot = spare.slot;
+        *ref = nv_sync_node_renew(st, *slot);
+        return NETVM_OK;
+    }
     for (unsigned w = 0; w < NV_SYNC_NODES / 64; w++) {
         uint64_t v = atomic_load(&st->used[w]);
         while (v != UINT64_MAX) {
@@ -198,6 +270,11 @@ void nv_sync_node_put(struct nv_sync_state *st, unsigned slot)
 {
     atomic_store_explicit(&st->nodes[slot].ticket, 0, memory_order_release);
     atomic_store_explicit(&st->nodes[slot].wake, 0, memory_order_release);
+    if (!spare.uid && spare_keyable()) {
+        spare.uid = st->uid;
+        spare.slot = slot;
+        return;
+    }
     atomic_fetch_and_explicit(&st->used[slot / 64], ~(1ull << (slot % 64)), memory_order_release);
 }
 

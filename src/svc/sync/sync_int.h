@@ -99,6 +99,8 @@ struct nv_sync_state {
     struct nv_sync_node nodes[NV_SYNC_NODES];
     _Atomic uint64_t used[NV_SYNC_NODES / 64];   /* allocation bitmap (lock-free: on every acquire) */
     _Atomic uint32_t tickets;
+    uint64_t uid;             /* unique in the process: names it in a thread's spare node */
+    struct nv_sync_state *live_next;   /* the process's live states (state.c) */
     struct nv_sync_home **homes;
     uint32_t nhomes;
     struct nv_sync_pending *pending, *pending_tail;
