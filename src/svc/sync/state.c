@@ -185,7 +185,6 @@ static void *state_create(netvm_ctx_t *ctx)
     st->live_next = live;
     live = st;
     pthread_mutex_unlock(&live_lock);
-    atomic_store(&st->tickets, 1);
     if (nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_WAKE, on_wake, st) != NETVM_OK ||
         nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_LINK, on_link, st) != NETVM_OK ||
         nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_HOME, on_home, st) != NETVM_OK) {
@@ -222,12 +221,15 @@ struct nv_sync_state *nv_sync_state(netvm_ctx_t *ctx)
 
 /* --- nodes ------------------------------------------------------------------ */
 
-static uint32_t fresh_ticket(struct nv_sync_state *st)
+/* A ticket for a new use of a slot: a link or wake message for one of its
+ * earlier uses names another ticket and is ignored. Per slot, so taking
+ * one needs no shared counter (the slot's owner alone counts); 0 is never
+ * a ticket. */
+static uint32_t fresh_ticket(struct nv_sync_node *n)
 {
-    uint32_t t;
-    while ((t = atomic_fetch_add_explicit(&st->tickets, 1, memory_order_relaxed)) == 0)
-        ;
-    return t;
+    if (++n->uses == 0)
+        n->uses = 1;
+    return n->uses;
 }
 
 netvm_status_t nv_sync_node_get(struct nv_sync_state *st, unsigned *slot, uint64_t *ref)
@@ -255,7 +257,7 @@ netvm_status_t nv_sync_node_get(struct nv_sync_state *st, unsigned *slot, uint64
 uint64_t nv_sync_node_renew(struct nv_sync_state *st, unsigned slot)
 {
     struct nv_sync_node *n = &st->nodes[slot];
-    uint32_t t = fresh_ticket(st);
+    uint32_t t = fresh_ticket(n);
     /* release stores: the ref is published by a remote swap or a message,
      * both full barriers, and the handler that reads these words reads
      * them with acquire after seeing the ref (a locked store each would

@@ -51,6 +51,7 @@ struct nv_sync_node {
     _Atomic uint64_t next;     /* MCS successor ref, 0 until linked */
     _Atomic uint32_t ticket;
     _Atomic uint32_t seq;      /* futex word: bumped at every wake or link; bit 31: a thread sleeps on it */
+    uint32_t uses;             /* the last ticket given to this slot (its owner's alone) */
 };
 
 static inline uint64_t nv_sync_ref(int peer, unsigned slot, uint32_t ticket)
@@ -98,7 +99,6 @@ struct nv_sync_state {
     pthread_mutex_t lock;     /* homes, fifos, pending */
     struct nv_sync_node nodes[NV_SYNC_NODES];
     _Atomic uint64_t used[NV_SYNC_NODES / 64];   /* allocation bitmap (lock-free: on every acquire) */
-    _Atomic uint32_t tickets;
     uint64_t uid;             /* unique in the process: names it in a thread's spare node */
     struct nv_sync_state *live_next;   /* the process's live states (state.c) */
     struct nv_sync_home **homes;
