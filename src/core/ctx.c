@@ -20,6 +20,10 @@ static void load_settings(netvm_ctx_t *ctx, const netvm_config_t *cfg, struct nv
     ctx->timeout_ns = (uint64_t)ctx->timeout_ms * 1000000ull;
     ctx->spin_ns = (uint64_t)nv_config_long("NETVM_SPIN_US", 0, 10000000) * 1000ull;
     ctx->spin_yield = (unsigned)nv_config_long("NETVM_SPIN_YIELD", 0, 1 << 30);
+    ctx->word_spin_max = (uint64_t)nv_config_long("NETVM_SPIN_MAX_US", 0, 10000000) * 1000ull;
+    if (ctx->word_spin_max < ctx->spin_ns)
+        ctx->word_spin_max = ctx->spin_ns;
+    atomic_store_explicit(&ctx->word_spin_ns, ctx->spin_ns, memory_order_relaxed);
     ctx->linger_ns = (uint64_t)nv_config_long("NETVM_PROGRESS_LINGER_US", 0, 10000000) * 1000ull;
     ctx->have_thread = cfg && cfg->no_progress_thread ? 0 : (int)nv_config_long("NETVM_PROGRESS_THREAD", 0, 1);
     ctx->thread_level = cfg && cfg->thread_level ? cfg->thread_level

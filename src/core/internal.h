@@ -315,6 +315,10 @@ struct netvm_ctx {
     uint64_t         timeout_ns;
     uint64_t         spin_ns;
     unsigned         spin_yield;  /* NETVM_SPIN_YIELD: passes of a spin before it yields between them */
+    /* netvm_wait_until's spin, adapted (core/signal.c): from spin_ns up to
+     * word_spin_max while words arrive soon after their waiters slept */
+    _Atomic uint64_t word_spin_ns;
+    uint64_t         word_spin_max;
     uint64_t         linger_ns;  /* the progress thread polls this long after work before sleeping */
     int              timeout_ms;
 

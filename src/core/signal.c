@@ -154,6 +154,27 @@ static uint64_t load_word(const uint64_t *addr)
     return __atomic_load_n(addr, __ATOMIC_ACQUIRE);
 }
 
+/* A word that arrives soon after its waiter gave up spinning costs the
+ * waiter a sleep and a wake-up (two over tcp: the progress thread takes
+ * the write in, then wakes it), and in a ping-pong the late answer makes
+ * the other side sleep too. So the spin doubles (up to NETVM_SPIN_MAX_US)
+ * after a sleep no longer than that longest spin (wake-ups included: a
+ * longer spin would likely have seen the word), and halves back (not
+ * below NETVM_SPIN_US) after a sleep of more than four times it, or one
+ * that timed out (slept UINT64_MAX). NETVM_SPIN_US=0 never spins. */
+static void adapt_spin(netvm_ctx_t *ctx, uint64_t spin, uint64_t slept)
+{
+    if (!ctx->spin_ns)
+        return;
+    uint64_t next = spin;
+    if (slept <= ctx->word_spin_max)
+        next = spin * 2 < ctx->word_spin_max ? spin * 2 : ctx->word_spin_max;
+    else if (slept / 4 > ctx->word_spin_max)
+        next = spin / 2 > ctx->spin_ns ? spin / 2 : ctx->spin_ns;
+    if (next != spin)
+        atomic_store_explicit(&ctx->word_spin_ns, next, memory_order_relaxed);
+}
+
 netvm_status_t netvm_wait_until(netvm_ctx_t *ctx, const uint64_t *addr, netvm_cmp_t cmp, uint64_t value,
                                  unsigned flags, int timeout_ms, uint64_t *seen)
 {
@@ -163,8 +184,9 @@ netvm_status_t netvm_wait_until(netvm_ctx_t *ctx, const uint64_t *addr, netvm_cm
         return NETVM_ERR_INVAL;
     uint64_t start = nv_now_ns();
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t spin = atomic_load_explicit(&ctx->word_spin_ns, memory_order_relaxed);
     uint64_t spin_until = (flags & NETVM_WAIT_SPIN) ? UINT64_MAX
-                        : (flags & NETVM_WAIT_SLEEP) ? start : start + ctx->spin_ns;
+                        : (flags & NETVM_WAIT_SLEEP) ? start : start + spin;
     uint64_t v;
     netvm_status_t st = NETVM_ERR_TIMEOUT;
     for (unsigned iter = 0;; iter++) {
@@ -191,6 +213,7 @@ netvm_status_t netvm_wait_until(netvm_ctx_t *ctx, const uint64_t *addr, netvm_cm
     st = nv_trip_arm_wake(ctx, addr, 8, &tw);
     if (st != NETVM_OK)
         return st;
+    uint64_t slept_from = nv_now_ns();
     st = NETVM_ERR_TIMEOUT;
     for (;;) {
         uint32_t seq = nv_ep_wake_seq(&ctx->ep);
@@ -215,6 +238,8 @@ netvm_status_t netvm_wait_until(netvm_ctx_t *ctx, const uint64_t *addr, netvm_cm
             netvm_progress(ctx);
     }
     netvm_tripwire_disarm(tw);
+    if (!flags)
+        adapt_spin(ctx, spin, st == NETVM_OK ? nv_now_ns() - slept_from : UINT64_MAX);
     if (seen)
         *seen = v;
     return st;

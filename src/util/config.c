@@ -11,6 +11,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_TIMEOUT",        "10000", "ms an operation waits for an unresponsive peer before NETVM_ERR_TIMEOUT" },
     { "NETVM_SPIN_US",        "20",    "us a waiting thread spins before it sleeps" },
     { "NETVM_SPIN_YIELD",     "64",    "passes a spin makes before it yields the CPU between passes (0: never)" },
+    { "NETVM_SPIN_MAX_US",    "200",   "us netvm_wait_until's spin may grow to while words arrive just after it slept" },
     { "NETVM_PROGRESS_LINGER_US", "0", "us the progress thread keeps polling after serving a request before it sleeps again" },
     { "NETVM_MAX_SEGMENTS",   "16384", "segments one process can export at once" },
     { "NETVM_SHM_MAPPED",     "1",     "1: access peers' shared segments by direct loads/stores; 0: always use process_vm_readv/writev" },
