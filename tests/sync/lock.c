@@ -2,13 +2,17 @@
  * counter incremented with a get and a put inside the lock: lost updates
  * without it), FIFO order (acquirers queue in a known order behind a
  * holder and must get the lock in that order), and the two-rank case
- * where the hand-off crosses the link every time.
- * Args: ITERS ROUNDS. */
+ * where the hand-off crosses the link every time. Then (SOLO > 0) rank 0
+ * alone takes and releases the lock SOLO times, more than a process has
+ * wait nodes: a release that does not wait for the home (tcp) must still
+ * give its node back.
+ * Args: ITERS ROUNDS [SOLO]. */
 #include "sync_test.h"
 
 int main(int argc, char **argv)
 {
     int iters = argc > 1 ? atoi(argv[1]) : 200, rounds = argc > 2 ? atoi(argv[2]) : 20;
+    int solo = argc > 3 ? atoi(argv[3]) : 0;
     netvm_ctx_t *ctx;
     CHECK_OK(netvm_init(&ctx, NULL));
     int me = check_rank = netvm_rank(ctx), n = netvm_size(ctx);
@@ -67,6 +71,12 @@ int main(int argc, char **argv)
         CHECK_OK(netvm_barrier(ctx));
     }
     CHECK_OK(netvm_release(obj));
+    CHECK_OK(netvm_barrier(ctx));
+    if (me == 0)
+        for (int i = 0; i < solo; i++) {
+            CHECK_OK(netvm_lock_acquire(lock));
+            CHECK_OK(netvm_lock_release(lock));
+        }
     CHECK_OK(netvm_barrier(ctx));
     CHECK_OK(netvm_lock_close(lock));
     CHECK_OK(netvm_barrier(ctx));

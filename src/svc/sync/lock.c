@@ -68,6 +68,52 @@ fail:
     return s;
 }
 
+/* The compare-swap of a release that did not wait for it (release_async). */
+static void release_done(netvm_ctx_t *ctx, netvm_status_t status, void *arg)
+{
+    (void)ctx;
+    struct nv_sync_node *n = arg;
+    if (status == NETVM_OK && n->rel_old != n->rel_ref && n->rel_old != NV_SYNC_BROKEN) {
+        /* a successor swapped itself in: its link hands the lock over */
+        nv_sync_rel_end(n->st, n, NV_SYNC_REL_CAS);
+        return;
+    }
+    /* freed at the home (or broken: nobody links behind a broken mark);
+     * or the home is gone, and its waiters see that themselves. A link
+     * that came already has sent its wake; none can come any more. */
+    nv_sync_rel_end(n->st, n, NV_SYNC_REL_CAS | NV_SYNC_REL_LINK);
+}
+
+/* Release without waiting for the home: the compare-swap that frees the
+ * tail goes out and the call returns; its answer (release_done) or the
+ * link of a successor that came behind (state.c, apply_link) finishes the
+ * hand-over, and the second of the two frees the node. The home's later
+ * operations from this process come after the compare-swap (one ordered
+ * path per peer). Only where the tail is not mapped: there the
+ * compare-swap is a CPU atomic and waiting costs nothing.
+ * NETVM_ERR_AGAIN: a successor has linked already (*next set), go on as a
+ * waiting release. */
+static netvm_status_t release_async(struct nv_sync_handle *h, struct nv_sync_node *n, uint64_t ref,
+                                    uint64_t *next)
+{
+    uint64_t seen = 0;
+    atomic_store(&n->rel, 0);
+    n->rel_ref = ref;
+    if (!atomic_compare_exchange_strong(&n->next, &seen, NV_SYNC_RELEASING)) {
+        *next = seen;
+        return NETVM_ERR_AGAIN;
+    }
+    netvm_req_t *req = NULL;
+    netvm_status_t s = netvm_atomic_nb(h->ctx, h->rseg, NV_SYNC_W_TAIL, NETVM_AOP_CSWAP, 0, ref, &n->rel_old, &req);
+    if (s == NETVM_OK)
+        s = netvm_req_then(h->ctx, &req, release_done, n);
+    if (s != NETVM_OK)
+        /* the home cannot be reached: nothing is freed there, and a link
+         * still to come ends the node */
+        nv_sync_rel_end(h->st, n, NV_SYNC_REL_CAS);
+    return s;
+}
+
 netvm_status_t nv_sync_mcs_release(struct nv_sync_handle *h)
 {
     unsigned held = atomic_exchange(&h->held, 0);
@@ -78,6 +124,12 @@ netvm_status_t nv_sync_mcs_release(struct nv_sync_handle *h)
     uint64_t ref = nv_sync_ref(h->st->me, slot, atomic_load(&n->ticket));
     uint64_t next = atomic_load(&n->next), old;
     netvm_status_t s = NETVM_OK;
+    if (!next && !netvm_rseg_is_mapped(h->rseg)) {
+        s = release_async(h, n, ref, &next);
+        if (s != NETVM_ERR_AGAIN)
+            return s;   /* the node is the hand-over's now */
+        s = NETVM_OK;
+    }
     if (!next) {
         s = nv_sync_atomic(h, NV_SYNC_W_TAIL, NETVM_AOP_CSWAP, 0, ref, &old);
         if (s != NETVM_OK || old == ref)

@@ -176,8 +176,13 @@ netvm_status_t nv_sync_close(struct nv_sync_handle *h)
         pthread_mutex_unlock(&st->lock);
         nv_sync_flush_pending(st);
     }
-    if (h->rseg)
+    if (h->rseg) {
+        /* a release's compare-swap may still be on its way (lock.c,
+         * release_async): let it land before the import goes */
+        if (!netvm_rseg_is_mapped(h->rseg))
+            (void)netvm_flush(h->ctx, h->home);
         netvm_release(h->rseg);
+    }
     if (h->seg)
         netvm_unexport(h->seg);
     free(h->members);

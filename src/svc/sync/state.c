@@ -56,18 +56,40 @@ static void apply_wake(struct nv_sync_state *st, unsigned slot, uint32_t ticket,
         bump(n);
 }
 
-static void apply_link(struct nv_sync_state *st, unsigned slot, uint32_t ticket, uint64_t succ)
+/* 0, or -1: try again later (no credit for the wake, inside a handler) */
+static int apply_link(struct nv_sync_state *st, unsigned slot, uint32_t ticket, uint64_t succ)
 {
     if (slot >= NV_SYNC_NODES || succ == 0)
-        return;
+        return 0;
     struct nv_sync_node *n = &st->nodes[slot];
     /* a link always reaches a live use: the predecessor waits for it
      * before it frees the node (nv_sync_mcs_release) */
     if (atomic_load(&n->ticket) != ticket)
-        return;
-    uint64_t zero = 0;
-    if (atomic_compare_exchange_strong(&n->next, &zero, succ))
+        return 0;
+    uint64_t seen = 0;
+    if (atomic_compare_exchange_strong(&n->next, &seen, succ)) {
         bump(n);
+        return 0;
+    }
+    if (seen != NV_SYNC_RELEASING)
+        return 0;
+    /* the holder released without waiting for its compare-swap at the
+     * home, which this successor's swap made fail: the lock is handed over
+     * here (a successor that died meanwhile is seen by the waiters behind
+     * it, which watch their predecessor) */
+    netvm_status_t s = nv_sync_send_wake(st, succ, NETVM_OK);
+    if (s == NETVM_ERR_AGAIN)
+        return -1;
+    nv_sync_rel_end(st, n, NV_SYNC_REL_LINK);
+    return 0;
+}
+
+void nv_sync_rel_end(struct nv_sync_state *st, struct nv_sync_node *n, unsigned what)
+{
+    const unsigned both = NV_SYNC_REL_CAS | NV_SYNC_REL_LINK;
+    unsigned before = atomic_fetch_or(&n->rel, what);
+    if (before != both && (before | what) == both)
+        nv_sync_node_put(st, (unsigned)(n - st->nodes));
 }
 
 static int on_wake(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
@@ -81,8 +103,8 @@ static int on_wake(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
 static int on_link(netvm_ctx_t *ctx, netvm_am_msg_t *m, void *arg)
 {
     (void)ctx;
-    if (m->nargs == 3)
-        apply_link(arg, (unsigned)m->args[0], (uint32_t)m->args[1], m->args[2]);
+    if (m->nargs == 3 && apply_link(arg, (unsigned)m->args[0], (uint32_t)m->args[1], m->args[2]) != 0)
+        return NETVM_AM_DEFER;
     return NETVM_AM_DONE;
 }
 
@@ -180,6 +202,8 @@ static void *state_create(netvm_ctx_t *ctx)
     st->ctx = ctx;
     st->me = netvm_rank(ctx);
     st->uid = atomic_fetch_add(&uids, 1) + 1;
+    for (unsigned i = 0; i < NV_SYNC_NODES; i++)
+        st->nodes[i].st = st;
     pthread_mutex_init(&st->lock, NULL);
     pthread_mutex_lock(&live_lock);
     st->live_next = live;
@@ -391,7 +415,8 @@ netvm_status_t nv_sync_send_link(struct nv_sync_state *st, uint64_t ref, uint64_
 {
     int peer = nv_sync_ref_peer(ref);
     if (peer == st->me) {
-        apply_link(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ);
+        /* not in a handler here: the wake it may send waits for credit */
+        (void)apply_link(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ);
         return NETVM_OK;
     }
     uint64_t a[3] = { nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ };

@@ -52,7 +52,17 @@ struct nv_sync_node {
     _Atomic uint32_t ticket;
     _Atomic uint32_t seq;      /* futex word: bumped at every wake or link; bit 31: a thread sleeps on it */
     uint32_t uses;             /* the last ticket given to this slot (its owner's alone) */
+    /* a release that went on without waiting for the home (lock.c) */
+    uint64_t rel_ref;          /* the ref it released */
+    uint64_t rel_old;          /* the tail its compare-swap found */
+    _Atomic unsigned rel;      /* NV_SYNC_REL_*: who of the two ends has come */
+    struct nv_sync_state *st;
 };
+/* n->next of a node whose holder released it before any successor linked,
+ * its compare-swap at the home still on the way (a slot no node has, ticket
+ * 0: never a ref) */
+#define NV_SYNC_RELEASING ((uint64_t)0xfff << 32)
+enum { NV_SYNC_REL_CAS = 1, NV_SYNC_REL_LINK = 2 };
 
 static inline uint64_t nv_sync_ref(int peer, unsigned slot, uint32_t ticket)
 {
@@ -129,6 +139,9 @@ netvm_status_t nv_sync_node_get(struct nv_sync_state *st, unsigned *slot, uint64
 void           nv_sync_node_put(struct nv_sync_state *st, unsigned slot);
 /* A fresh ticket on a held node (a second wait on it); returns the new ref. */
 uint64_t       nv_sync_node_renew(struct nv_sync_state *st, unsigned slot);
+/* The end of a releasing node's hand-over (NV_SYNC_REL_CAS or _LINK came):
+ * the second of the two frees it. */
+void           nv_sync_rel_end(struct nv_sync_state *st, struct nv_sync_node *n, unsigned what);
 
 /* Sleep until the node is woken (next == 0: its wake word; else its next
  * word becomes non-zero, stored in *next). waker: the peer expected to
