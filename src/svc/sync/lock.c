@@ -69,19 +69,26 @@ fail:
 }
 
 /* The compare-swap of a release that did not wait for it (release_async). */
+/* arg: the state's uid << 16 | the node's slot. A request the teardown
+ * fails completes after the state is gone: then nothing is left to do. */
 static void release_done(netvm_ctx_t *ctx, netvm_status_t status, void *arg)
 {
     (void)ctx;
-    struct nv_sync_node *n = arg;
-    if (status == NETVM_OK && n->rel_old != n->rel_ref && n->rel_old != NV_SYNC_BROKEN) {
-        /* a successor swapped itself in: its link hands the lock over */
-        nv_sync_rel_end(n->st, n, NV_SYNC_REL_CAS);
+    uintptr_t a = (uintptr_t)arg;
+    struct nv_sync_state *st = nv_sync_live_enter((uint64_t)a >> 16);
+    if (!st)
         return;
-    }
-    /* freed at the home (or broken: nobody links behind a broken mark);
-     * or the home is gone, and its waiters see that themselves. A link
-     * that came already has sent its wake; none can come any more. */
-    nv_sync_rel_end(n->st, n, NV_SYNC_REL_CAS | NV_SYNC_REL_LINK);
+    struct nv_sync_node *n = &st->nodes[a & 0xffff];
+    if (status == NETVM_OK && n->rel_old != n->rel_ref && n->rel_old != NV_SYNC_BROKEN)
+        /* a successor swapped itself in: its link hands the lock over */
+        nv_sync_rel_end(st, n, NV_SYNC_REL_CAS);
+    else
+        /* freed at the home (or broken: nobody links behind a broken
+         * mark); or the home is gone, and its waiters see that
+         * themselves. A link that came already has sent its wake; none
+         * can come any more. */
+        nv_sync_rel_end(st, n, NV_SYNC_REL_CAS | NV_SYNC_REL_LINK);
+    nv_sync_live_leave();
 }
 
 /* Release without waiting for the home: the compare-swap that frees the
@@ -106,7 +113,8 @@ static netvm_status_t release_async(struct nv_sync_handle *h, struct nv_sync_nod
     netvm_req_t *req = NULL;
     netvm_status_t s = netvm_atomic_nb(h->ctx, h->rseg, NV_SYNC_W_TAIL, NETVM_AOP_CSWAP, 0, ref, &n->rel_old, &req);
     if (s == NETVM_OK)
-        s = netvm_req_then(h->ctx, &req, release_done, n);
+        s = netvm_req_then(h->ctx, &req, release_done,
+                           (void *)(uintptr_t)(h->st->uid << 16 | (uint64_t)(n - h->st->nodes)));
     if (s != NETVM_OK)
         /* the home cannot be reached: nothing is freed there, and a link
          * still to come ends the node */

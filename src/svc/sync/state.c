@@ -182,6 +182,21 @@ static int spare_keyable(void)
     return spare.keyed = 1;
 }
 
+struct nv_sync_state *nv_sync_live_enter(uint64_t uid)
+{
+    pthread_mutex_lock(&live_lock);
+    for (struct nv_sync_state *st = live; st; st = st->live_next)
+        if (st->uid == uid)
+            return st;
+    pthread_mutex_unlock(&live_lock);
+    return NULL;
+}
+
+void nv_sync_live_leave(void)
+{
+    pthread_mutex_unlock(&live_lock);
+}
+
 static void live_remove(struct nv_sync_state *st)
 {
     pthread_mutex_lock(&live_lock);
@@ -202,8 +217,6 @@ static void *state_create(netvm_ctx_t *ctx)
     st->ctx = ctx;
     st->me = netvm_rank(ctx);
     st->uid = atomic_fetch_add(&uids, 1) + 1;
-    for (unsigned i = 0; i < NV_SYNC_NODES; i++)
-        st->nodes[i].st = st;
     pthread_mutex_init(&st->lock, NULL);
     pthread_mutex_lock(&live_lock);
     st->live_next = live;

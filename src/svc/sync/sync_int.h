@@ -56,7 +56,6 @@ struct nv_sync_node {
     uint64_t rel_ref;          /* the ref it released */
     uint64_t rel_old;          /* the tail its compare-swap found */
     _Atomic unsigned rel;      /* NV_SYNC_REL_*: who of the two ends has come */
-    struct nv_sync_state *st;
 };
 /* n->next of a node whose holder released it before any successor linked,
  * its compare-swap at the home still on the way (a slot no node has, ticket
@@ -139,6 +138,12 @@ netvm_status_t nv_sync_node_get(struct nv_sync_state *st, unsigned *slot, uint64
 void           nv_sync_node_put(struct nv_sync_state *st, unsigned slot);
 /* A fresh ticket on a held node (a second wait on it); returns the new ref. */
 uint64_t       nv_sync_node_renew(struct nv_sync_state *st, unsigned slot);
+/* The state named uid if it still lives, held against its destruction
+ * until nv_sync_live_leave (NULL: gone, nothing held). For what may run
+ * after netvm_finalize destroyed the state: a continuation of a request
+ * that the teardown fails. */
+struct nv_sync_state *nv_sync_live_enter(uint64_t uid);
+void           nv_sync_live_leave(void);
 /* The end of a releasing node's hand-over (NV_SYNC_REL_CAS or _LINK came):
  * the second of the two frees it. */
 void           nv_sync_rel_end(struct nv_sync_state *st, struct nv_sync_node *n, unsigned what);
