@@ -36,6 +36,8 @@
 #define MB_SLOTS_MAX  (1u << 20)
 /* blocked sources a match scan remembers; more: stop scanning (found later) */
 #define MB_BLOCKED    8
+#define MB_DST_PAGE   256
+#define MB_DST_PAGES  ((1u << NV_PEER_IDX_BITS) / MB_DST_PAGE)
 
 enum { MB_ARG_TAG, MB_ARG_SEQ, MB_NARGS };
 
@@ -74,9 +76,11 @@ struct nv_mailbox {
     uint32_t        used;
     struct mb_src  *src;
     uint32_t        nsrc;
-    pthread_mutex_t dst_lock;   /* growing dst */
-    struct mb_dst **dst;
-    uint32_t        ndst;
+    /* the send side by peer index: pages of MB_DST_PAGE entries, made on
+     * demand under dst_lock and never freed before the mailbox, so a send
+     * finds its destination without a lock */
+    pthread_mutex_t dst_lock;
+    _Atomic(struct mb_dst *) *_Atomic dst_page[MB_DST_PAGES];
     uint64_t        dropped;    /* too large for this mailbox */
 };
 
@@ -89,12 +93,19 @@ static void mb_destroy(netvm_ctx_t *ctx, void *state)
     struct nv_mailbox *mb = state;
     for (uint32_t i = 0; i < mb->nslots; i++)
         free(mb->slot[i].buf);
-    for (uint32_t i = 0; i < mb->ndst; i++)
-        if (mb->dst[i]) {
-            pthread_mutex_destroy(&mb->dst[i]->lock);
-            free(mb->dst[i]);
+    for (uint32_t p = 0; p < MB_DST_PAGES; p++) {
+        _Atomic(struct mb_dst *) *page = mb->dst_page[p];
+        if (!page)
+            continue;
+        for (uint32_t i = 0; i < MB_DST_PAGE; i++) {
+            struct mb_dst *d = page[i];
+            if (d) {
+                pthread_mutex_destroy(&d->lock);
+                free(d);
+            }
         }
-    free(mb->dst);
+        free((void *)page);
+    }
     free(mb->src);
     free(mb->slot);
     pthread_mutex_destroy(&mb->dst_lock);
@@ -298,24 +309,20 @@ netvm_status_t nv_msg_init(netvm_ctx_t *ctx)
 static struct mb_dst *dest_of(struct nv_mailbox *mb, int id)
 {
     uint32_t i = NV_PEER_IDX(id);
+    _Atomic(struct mb_dst *) *page = atomic_load_explicit(&mb->dst_page[i / MB_DST_PAGE], memory_order_acquire);
+    struct mb_dst *d = page ? atomic_load_explicit(&page[i % MB_DST_PAGE], memory_order_acquire) : NULL;
+    if (d)
+        return d;
     pthread_mutex_lock(&mb->dst_lock);
-    if (i >= mb->ndst) {
-        uint32_t n = mb->ndst ? mb->ndst : 16;
-        while (n <= i)
-            n *= 2;
-        struct mb_dst **d = realloc(mb->dst, n * sizeof *d);
-        if (!d) {
-            pthread_mutex_unlock(&mb->dst_lock);
-            return NULL;
-        }
-        memset(d + mb->ndst, 0, (n - mb->ndst) * sizeof *d);
-        mb->dst = d;
-        mb->ndst = n;
+    page = mb->dst_page[i / MB_DST_PAGE];
+    if (!page) {
+        page = calloc(MB_DST_PAGE, sizeof *page);
+        if (page)
+            atomic_store_explicit(&mb->dst_page[i / MB_DST_PAGE], page, memory_order_release);
     }
-    struct mb_dst *d = mb->dst[i];
-    if (!d && (d = calloc(1, sizeof *d)) != NULL) {
+    if (page && !(d = page[i % MB_DST_PAGE]) && (d = calloc(1, sizeof *d)) != NULL) {
         pthread_mutex_init(&d->lock, NULL);
-        mb->dst[i] = d;
+        atomic_store_explicit(&page[i % MB_DST_PAGE], d, memory_order_release);
     }
     pthread_mutex_unlock(&mb->dst_lock);
     return d;

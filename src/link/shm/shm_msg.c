@@ -409,10 +409,17 @@ static void take_record(struct shm_link *s, const uint8_t *rec, size_t len)
 
 static __thread struct shm_link *consuming_here;   /* this thread is inside take_in(s) */
 
-/* Take in what the ring holds; the caller holds s->consuming. A record is
- * read where it lies in the ring (its slots stay taken until it has been
- * dispatched; handlers copy what they keep), unless it runs past the
- * ring's end: then it is copied out whole first. */
+/* Records at least this long are dispatched where they lie in the ring
+ * (no copy); shorter ones are copied out and their slots given back
+ * before the handler runs, which measured faster for small messages (8 B
+ * messages: 6.5 Mmsg/s read in place, 8.6 copied; 11 alternated pairs of
+ * msg_bench), while an 8 KiB reply gains the copy it saves. */
+#define SHM_IN_PLACE_MIN 2048
+
+/* Take in what the ring holds; the caller holds s->consuming. A large
+ * record is read where it lies in the ring (its slots stay taken until it
+ * has been dispatched; handlers copy what they keep), unless it runs past
+ * the ring's end: then, like a small one, it is copied out whole first. */
 static int take_in(struct shm_link *s)
 {
     struct nv_mpsc q = nv_shm_ring_view(s->self);
@@ -422,18 +429,19 @@ static int take_in(struct shm_link *s)
     consuming_here = s;
     while (nv_mpsc_peek_bytes(&q, &t)) {
         n++;
-        if (!t.ok || t.n > s->rxcap) {
+        size_t room = 0;
+        const uint8_t *rec = t.ok && t.n <= s->rxcap ? nv_mpsc_rec_at(&q, t.pos, 0, &room) : NULL;
+        if (!rec) {
+            nv_mpsc_release(&q, &t);
             nv_warn("shm link: a malformed record in the ring dropped");
-        } else {
-            size_t room;
-            const uint8_t *rec = nv_mpsc_rec_at(&q, t.pos, 0, &room);
-            if (room < t.n) {
-                nv_mpsc_rec_read(&q, t.pos, 0, s->rxbuf, t.n);
-                rec = s->rxbuf;
-            }
+        } else if (room >= t.n && t.n >= SHM_IN_PLACE_MIN) {
             take_record(s, rec, t.n);
+            nv_mpsc_release(&q, &t);
+        } else {
+            nv_mpsc_rec_read(&q, t.pos, 0, s->rxbuf, t.n);
+            nv_mpsc_release(&q, &t);
+            take_record(s, s->rxbuf, t.n);
         }
-        nv_mpsc_release(&q, &t);
     }
     consuming_here = was;
     atomic_flag_clear_explicit(&s->consuming, memory_order_release);
