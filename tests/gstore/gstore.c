@@ -90,12 +90,34 @@ static void store_all(struct nv_gstore *s, uint64_t round)
         CHECK_OK(store_range(s, p, p + 5 <= npages ? 5 : npages - p, round));
 }
 
+static netvm_gmem_health_t health(struct nv_gstore *s);
+
+/* live: how many servers are running (not stopped) now, for a read that
+ * failed with NETVM_ERR_PEER because a loaded machine kept every server
+ * from answering within the timeout, so that all were suspected at once
+ * (seen once in a full suite on 2 busy CPUs): the read is tried again once
+ * that many are taken for alive again. 0: no second try. */
+static void check_all_live(struct nv_gstore *s, uint64_t round, int live);
+
 static void check_all(struct nv_gstore *s, uint64_t round)
+{
+    check_all_live(s, round, 0);
+}
+
+static void check_all_live(struct nv_gstore *s, uint64_t round, int live)
 {
     uint8_t *buf = aligned_alloc(NV_GM_PAGE, NV_GM_PAGE);
     for (uint64_t p = 0; p < npages; p++) {
         memset(buf, 0xAA, NV_GM_PAGE);
         netvm_status_t st = s->ops->fetch(s, p, buf);
+        if (st == NETVM_ERR_PEER && live) {
+            fprintf(stderr, "fetch of page %llu: %s with %d servers taken for alive; once more when %d are\n",
+                    (unsigned long long)p, netvm_strerror(st), health(s).servers_alive, live);
+            for (int i = 0; i < 3000 && health(s).servers_alive < live; i++)
+                sleep_ms(10);
+            memset(buf, 0xAA, NV_GM_PAGE);
+            st = s->ops->fetch(s, p, buf);
+        }
         if (st != NETVM_OK)
             FAILF("fetch of page %llu: %s", (unsigned long long)p, netvm_strerror(st));
         if (!gs_check(buf, p, round))
@@ -279,7 +301,7 @@ static void case_stop(void)
     struct nv_gstore *s = open_store(srv, 3, 2, 2000, NETVM_OK);
     store_all(s, 1);
     gs_signal(&srv[0], SIGSTOP);
-    check_all(s, 1);   /* every page, including those srv 0 holds first */
+    check_all_live(s, 1, 2);   /* every page, including those srv 0 holds first */
     /* (a live server the busy machine kept from answering a ping in time
      * is suspected for a moment too: it comes back) */
     EVENTUALLY(health(s).servers_alive == 2);
@@ -289,9 +311,9 @@ static void case_stop(void)
     EVENTUALLY(health(s).servers_alive == 3);
     gs_signal(&srv[1], SIGSTOP);
     EVENTUALLY(health(s).servers_alive == 2);
-    check_all(s, 1);
+    check_all_live(s, 1, 2);
     store_all(s, 2);   /* new copies avoid the suspect */
-    check_all(s, 2);
+    check_all_live(s, 2, 2);
     gs_signal(&srv[1], SIGCONT);
     EVENTUALLY(health(s).servers_alive == 3);
     check_all(s, 2);
