@@ -68,8 +68,8 @@ fail:
     return s;
 }
 
-/* The compare-swap of a release that did not wait for it (release_async). */
-/* arg: the state's uid << 16 | the node's slot. A request the teardown
+/* The compare-swap of a release that did not wait for it (release_async).
+ * arg: the state's uid << 16 | the node's slot. A request the teardown
  * fails completes after the state is gone: then nothing is left to do. */
 static void release_done(netvm_ctx_t *ctx, netvm_status_t status, void *arg)
 {

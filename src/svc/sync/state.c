@@ -153,16 +153,19 @@ static pthread_key_t spare_key;
 static int spare_key_ok;
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
 
+static void node_unmark(struct nv_sync_state *st, unsigned slot)
+{
+    atomic_fetch_and_explicit(&st->used[slot / 64], ~(1ull << (slot % 64)), memory_order_release);
+}
+
 static void spare_give_back(void *unused)
 {
     (void)unused;
-    if (!spare.uid)
-        return;
-    pthread_mutex_lock(&live_lock);
-    for (struct nv_sync_state *st = live; st; st = st->live_next)
-        if (st->uid == spare.uid)
-            atomic_fetch_and(&st->used[spare.slot / 64], ~(1ull << (spare.slot % 64)));
-    pthread_mutex_unlock(&live_lock);
+    struct nv_sync_state *st = spare.uid ? nv_sync_live_enter(spare.uid) : NULL;
+    if (st) {
+        node_unmark(st, spare.slot);
+        nv_sync_live_leave();
+    }
     spare.uid = 0;
 }
 
@@ -314,7 +317,7 @@ void nv_sync_node_put(struct nv_sync_state *st, unsigned slot)
         spare.slot = slot;
         return;
     }
-    atomic_fetch_and_explicit(&st->used[slot / 64], ~(1ull << (slot % 64)), memory_order_release);
+    node_unmark(st, slot);
 }
 
 /* --- sleeping ----------------------------------------------------------------- */
