@@ -259,6 +259,9 @@ static inline size_t nv_mpsc_pop_bytes(const struct nv_mpsc *q, void *out, size_
     return ok ? t.n : SIZE_MAX;
 }
 
+/* Called by threads that are not the consumer too, as a hint: their head
+ * may be a lap stale, and the word they look at then record bytes being
+ * written (tests/tsan.supp); the consumer re-reads the head itself. */
 static inline int nv_mpsc_nonempty(const struct nv_mpsc *q)
 {
     uint64_t pos = atomic_load_explicit(q->head, memory_order_relaxed);
