@@ -139,6 +139,7 @@ netvm_status_t nv_sync_open(netvm_ctx_t *ctx, int home, const char *name, int ki
     }
     h->id = (uint32_t)hdr[2];
     h->key = hdr[3];
+    nv_sync_map_words(h);
     if (kind == NV_SYNC_BARRIER) {
         unsigned n = (unsigned)hdr[4];
         if (n == 0 || NV_SYNC_SEG_LEN + n * 4 > netvm_rseg_len(h->rseg)) {
@@ -183,8 +184,13 @@ netvm_status_t nv_sync_close(struct nv_sync_handle *h)
             (void)netvm_flush(h->ctx, h->home);
         netvm_release(h->rseg);
     }
-    if (h->seg)
+    if (h->seg) {
+        /* peers that reach the words directly see the object gone */
+        void *w = netvm_seg_addr(h->seg);
+        if (w)
+            __atomic_store_n((uint64_t *)w + NV_SYNC_W_MAGIC / 8, 0, __ATOMIC_RELEASE);
         netvm_unexport(h->seg);
+    }
     free(h->members);
     free(h);
     return NETVM_OK;

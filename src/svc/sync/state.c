@@ -483,8 +483,14 @@ netvm_status_t nv_sync_enter(const struct nv_sync_handle *h, int kind)
     return nv_in_handler ? NETVM_ERR_STATE : NETVM_OK;
 }
 
-netvm_status_t nv_sync_atomic(struct nv_sync_handle *h, size_t off, netvm_atomic_op_t op, uint64_t operand,
-                              uint64_t compare, uint64_t *old)
+void nv_sync_map_words(struct nv_sync_handle *h)
+{
+    h->direct = netvm_rseg_is_mapped(h->rseg) ? netvm_ptr(h->rseg, 0) : NULL;
+    h->home_dead = &h->rseg->peer->dead;
+}
+
+netvm_status_t nv_sync_atomic_api(struct nv_sync_handle *h, size_t off, netvm_atomic_op_t op, uint64_t operand,
+                                  uint64_t compare, uint64_t *old)
 {
     return netvm_atomic(h->ctx, h->rseg, off, op, operand, compare, old);
 }

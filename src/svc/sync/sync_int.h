@@ -126,6 +126,11 @@ struct nv_sync_handle {
     struct nv_sync_home *owned;   /* at the home: the object */
     netvm_seg_t *seg;             /* at the home: its segment */
     _Atomic unsigned held;        /* MCS: the holder's node slot + 1 (0: free) */
+    /* the object's words as this process maps them (netvm_ptr), NULL
+     * where the home is not mapped; and the home's liveness as core
+     * keeps it, which a CPU atomic on the words does not check */
+    unsigned char *direct;
+    const _Atomic int *home_dead;
     unsigned ncond;
     int *members;                 /* barrier: the members (liveness checks) */
     unsigned nmembers;
@@ -195,9 +200,43 @@ int nv_sync_check_ms(void);
 /* NETVM_ERR_INVAL for a NULL or foreign handle, NETVM_ERR_STATE inside a
  * handler (every sync call may block), else NETVM_OK. */
 netvm_status_t nv_sync_enter(const struct nv_sync_handle *h, int kind);
+/* Sets h->direct and h->home_dead once h->rseg is imported. */
+void nv_sync_map_words(struct nv_sync_handle *h);
 /* A word of the object at the home (off: NV_SYNC_W_*). */
-netvm_status_t nv_sync_atomic(struct nv_sync_handle *h, size_t off, netvm_atomic_op_t op, uint64_t operand,
-                              uint64_t compare, uint64_t *old);
+netvm_status_t nv_sync_atomic_api(struct nv_sync_handle *h, size_t off, netvm_atomic_op_t op, uint64_t operand,
+                                  uint64_t compare, uint64_t *old);
+/* The same; a swap or compare-swap on a mapped home is a CPU atomic on
+ * the word itself, what netvm_atomic's mapped path does less its checks
+ * (arguments, bounds, rights, ordering behind earlier emulated
+ * operations: none apply to the lock's tail word), which were half of an
+ * uncontended acquire + release (performance.md, "The queue lock's
+ * direct words"). A dead home or a closed object still fails as
+ * netvm_atomic fails; one that closes while the atomic runs may leave it
+ * to act on memory the home no longer shares (a use racing the object's
+ * destruction, which no lock call can order). */
+static inline netvm_status_t nv_sync_atomic(struct nv_sync_handle *h, size_t off, netvm_atomic_op_t op,
+                                            uint64_t operand, uint64_t compare, uint64_t *old)
+{
+    if (h->direct && (op == NETVM_AOP_SWAP || op == NETVM_AOP_CSWAP)) {
+        if (atomic_load_explicit(h->home_dead, memory_order_acquire))
+            return NETVM_ERR_PEER;
+        /* the home clears the magic before it unexports (nv_sync_close):
+         * a closed object fails as a revoked segment does */
+        if (__atomic_load_n((uint64_t *)(void *)(h->direct + NV_SYNC_W_MAGIC), __ATOMIC_ACQUIRE) != NV_SYNC_MAGIC)
+            return NETVM_ERR_REVOKED;
+        uint64_t *w = (uint64_t *)(void *)(h->direct + off), v;
+        if (op == NETVM_AOP_SWAP) {
+            v = __atomic_exchange_n(w, operand, __ATOMIC_SEQ_CST);
+        } else {
+            v = compare;
+            __atomic_compare_exchange_n(w, &v, operand, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        }
+        if (old)
+            *old = v;
+        return NETVM_OK;
+    }
+    return nv_sync_atomic_api(h, off, op, operand, compare, old);
+}
 
 /* The public types are handles. */
 struct netvm_lock     { struct nv_sync_handle h; };
