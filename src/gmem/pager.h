@@ -36,10 +36,13 @@ enum {
     NV_GM_RA       = 16,   /* read ahead and not yet known touched */
     NV_GM_REF      = 32,   /* CLOCK reference: faulted or written since the hand passed */
     NV_GM_DISCARD  = 64,   /* the program discarded it while it was BUSY: the owner drops it */
+    NV_GM_COW      = 128,  /* resident, and its last move out failed with EBUSY (shared copy-on-write
+                              with a forked child): the hand passes it until a round takes nothing */
 };
 
 #define NV_GM_STAGE 64   /* staging slots of the evictor; one more for dropping a page */
-#define NV_GM_RABUF 64   /* read-ahead buffers (a bit each in ra_free) */
+#define NV_GM_RABUF 256  /* read-ahead buffers (a bit each in ra_free; a run's lie in one word) */
+#define NV_GM_RA_LARGE_BUDGET 16384u  /* pages (64 MiB): from here the default window is 128 (pager_ra.c) */
 
 /* Fault latency: a fixed log-linear histogram (8 sub-buckets per power of
  * two from 64 ns), so percentiles cost no allocation. */
@@ -119,6 +122,7 @@ struct nv_gm_region {
     /* options in force */
     uint64_t          budget;        /* pages */
     int               ra_window, write_policy, nthreads;
+    unsigned          ra_run;        /* pages one read-ahead fetch asks for at most (pager_ra.c) */
     uint64_t          spin_ns;       /* a fault thread polls this long after a fault before it sleeps */
     /* read faults: placed write-protected, so that the first write is
      * seen, or writable and dirty while most such pages are written soon
@@ -145,6 +149,7 @@ struct nv_gm_region {
     int               wb_overcommit_said;
     int               forking;       /* __atomic: a fork is under way (pager_events.c) */
     uint64_t          hand;
+    uint64_t          cow_seen;      /* evictor's: NV_GM_COW pages met in the current round */
     pthread_mutex_t   wb_lock;       /* one write-back of a page at a time (evictor, sync) */
     uint64_t          wb_active;     /* __atomic: write-backs under way, from the first store to the
                                         last state change (pager_events.c: a discard that raced one) */
@@ -155,7 +160,7 @@ struct nv_gm_region {
     uint64_t          last_fault;    /* __atomic: page of the last missing fault + 1 */
     uint64_t          ra_next;       /* __atomic: first page not yet read ahead in this stream */
     unsigned char    *ra_buf;        /* NV_GM_RABUF pages */
-    uint64_t          ra_free;       /* __atomic bitmask of free ra_buf slots */
+    uint64_t          ra_free[NV_GM_RABUF / 64]; /* __atomic bitmasks of free ra_buf slots */
     struct nv_gm_ra_op ra_op[NV_GM_RABUF];
 
     /* threads */

@@ -165,6 +165,10 @@ static int pick(struct nv_gm_region *r, struct pick *k, uint64_t p)
     uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
     if ((s & NV_GM_STATE) != NV_GM_RESIDENT)
         return 0;
+    if (s & NV_GM_COW) {
+        r->cow_seen++;
+        return 0;
+    }
     if (s & NV_GM_REF) {
         __atomic_compare_exchange_n(&r->state[p], &s, s & ~(uint32_t)NV_GM_REF, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_RELAXED);
@@ -192,11 +196,15 @@ static void move_failed(struct nv_gm_region *r, uint64_t p, uint32_t s, uintptr_
             nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);   /* faults that saw it EVICTING */
         return;
     }
-    /* EBUSY: shared with a forked child (copy-on-write); EAGAIN: a
-     * transient lock. It stays, and is tried again on a later pass */
-    if (e == -EBUSY)
+    /* EBUSY: shared with a forked child (copy-on-write): passed over
+     * until a round takes nothing (each try is a system call, and a
+     * budget full of such pages made every round try them all while the
+     * program waited); EAGAIN: a transient lock, tried on a later pass */
+    if (e == -EBUSY) {
         NV_GM_CNT(r, move_busy);
-    __atomic_store_n(&r->state[p], s | NV_GM_REF, __ATOMIC_RELEASE);
+        r->cow_seen++;
+    }
+    __atomic_store_n(&r->state[p], s | (e == -EBUSY ? NV_GM_COW : NV_GM_REF), __ATOMIC_RELEASE);
     nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);           /* writers that saw it EVICTING */
 }
 
@@ -312,6 +320,17 @@ static void resmap_tidy(struct nv_gm_region *r, uint64_t p)
     s = __atomic_load_n(&r->state[p], __ATOMIC_SEQ_CST);
     if ((s & NV_GM_STATE) != NV_GM_ABSENT && (s & NV_GM_STATE) != NV_GM_LOST)
         nv_gm_resmap_set(r, p);
+}
+
+/* A round took nothing: the pages shared with a child are tried again
+ * (the child may have exited or written them since). */
+static void cow_retry(struct nv_gm_region *r)
+{
+    uint64_t used = __atomic_load_n(&r->used, __ATOMIC_ACQUIRE);
+    for (uint64_t w = 0; w * 64 < used; w++)
+        for (uint64_t m = __atomic_load_n(&r->resmap[w], __ATOMIC_ACQUIRE); m; m &= m - 1)
+            __atomic_fetch_and(&r->state[w * 64 + (uint64_t)__builtin_ctzll(m)], ~(uint32_t)NV_GM_COW,
+                               __ATOMIC_ACQ_REL);
 }
 
 /* Evict until the count is down to the low watermark; returns the number
@@ -443,9 +462,11 @@ void *nv_gm_evict_thread(void *arg)
             continue;
         }
         pthread_mutex_unlock(&r->ev_lock);
-        uint64_t busy0 = __atomic_load_n(&r->c.move_busy, __ATOMIC_RELAXED);
+        r->cow_seen = 0;
         uint64_t taken = evict_round(r);
-        int shared = __atomic_load_n(&r->c.move_busy, __ATOMIC_RELAXED) != busy0;
+        int shared = r->cow_seen != 0;
+        if (!taken && shared)
+            cow_retry(r);
         pthread_mutex_lock(&r->ev_lock);
         if (!taken && r->room_waiters && !r->stopping && r->wb_failing) {
             /* Every victim was dirty and no server took it (the only

@@ -1,19 +1,23 @@
 /* Read-ahead: a missing fault on the page after the previous fault, or on
  * the first page past the last window, starts nonblocking fetches of up to
  * NETVM_GMEM_READAHEAD pages ahead into the read-ahead buffers, in runs of
- * up to NV_GM_RA_RUN consecutive pages, one store call (one NV_GM_GETN)
+ * up to r->ra_run consecutive pages, one store call (one NV_GM_GETN)
  * each; each completion places the pages of its run that came. A fault on
  * a page being read ahead finds it BUSY and waits for its run (the
  * placement wakes it). Hits: pages read ahead that the sequential stream
  * has passed (the program went on past them without faulting) or that
  * were written; waste: those evicted or discarded untouched.
  *
- * Why runs of 16 (64 KiB) in a window of 64 buffers: a page per call made
- * the scan a stream of 4 KiB round trips (188 MB/s against a 2.6 GB/s raw
- * stream); a run amortises the round trip over 16 pages, and 4 runs in
- * flight still pipeline: the program waits for the first run only (a
- * 64 KiB reply), and reads it while the other three arrive. One run of the
- * whole window would make every window wait for 256 KiB first. */
+ * Why runs of 16 (64 KiB) in a window of 64, and of 64 in a window of
+ * 128 when the budget is 64 MiB or more: a page per call made the scan a
+ * stream of 4 KiB round trips (188 MB/s against a 2.6 GB/s raw stream);
+ * runs of 16 amortise the round trip and still pipeline (the program
+ * waits for 64 KiB, then reads while three more runs come), but the scan
+ * left a fifth of both CPUs idle between runs, and runs of 64 with two in
+ * flight scanned 1.6x faster (performance.md, "Read-ahead in longer
+ * runs"). Not in small budgets: in 8 MiB much of it shared with a forked
+ * child, the gmem_run tests side by side ran 25 s instead of 3 more often
+ * (docs/gmem.md, "Read-ahead"). */
 #include "gmem/pager.h"
 
 #include <errno.h>
@@ -21,9 +25,6 @@
 #include <sys/ioctl.h>
 #include <time.h>
 
-#ifndef NV_GM_RA_RUN
-#define NV_GM_RA_RUN 16u
-#endif
 
 static uint64_t ra_mask(unsigned slot, unsigned n)
 {
@@ -32,7 +33,7 @@ static uint64_t ra_mask(unsigned slot, unsigned n)
 
 static void ra_release(struct nv_gm_region *r, unsigned slot, unsigned n)
 {
-    __atomic_fetch_or(&r->ra_free, ra_mask(slot, n), __ATOMIC_RELEASE);
+    __atomic_fetch_or(&r->ra_free[slot / 64], ra_mask(slot % 64, n), __ATOMIC_RELEASE);
 }
 
 /* Take the first row of free buffers, at most want of them: how many
@@ -40,17 +41,19 @@ static void ra_release(struct nv_gm_region *r, unsigned slot, unsigned n)
  * store fetches it into one buffer. */
 static unsigned ra_grab(struct nv_gm_region *r, unsigned want, unsigned *slot)
 {
-    uint64_t f = __atomic_load_n(&r->ra_free, __ATOMIC_ACQUIRE);
-    while (f) {
-        unsigned lo = (unsigned)__builtin_ctzll(f);
-        uint64_t rest = ~(f >> lo);
-        unsigned n = rest ? (unsigned)__builtin_ctzll(rest) : 64 - lo;
-        if (n > want)
-            n = want;
-        if (__atomic_compare_exchange_n(&r->ra_free, &f, f & ~ra_mask(lo, n), 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE)) {
-            *slot = lo;
-            return n;
+    for (unsigned w = 0; w < NV_GM_RABUF / 64; w++) {
+        uint64_t f = __atomic_load_n(&r->ra_free[w], __ATOMIC_ACQUIRE);
+        while (f) {
+            unsigned lo = (unsigned)__builtin_ctzll(f);
+            uint64_t rest = ~(f >> lo);
+            unsigned n = rest ? (unsigned)__builtin_ctzll(rest) : 64 - lo;
+            if (n > want)
+                n = want;
+            if (__atomic_compare_exchange_n(&r->ra_free[w], &f, f & ~ra_mask(lo, n), 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                *slot = w * 64 + lo;
+                return n;
+            }
         }
     }
     return 0;
@@ -169,7 +172,11 @@ static unsigned ra_claim(struct nv_gm_region *r, uint64_t q, unsigned max, int *
         uint32_t s = __atomic_load_n(&r->state[q + n], __ATOMIC_ACQUIRE);
         if (s != NV_GM_ABSENT || !r->store->ops->has(r->store, q + n) != !stored)
             break;
-        if (!nv_gm_try_reserve(r)) {
+        /* a fault waiting for room comes first: read-ahead taking the
+         * room the evictor made for it starved it (with a window of 128
+         * and a budget full of pages shared with a forked child, two
+         * gmem_run tests side by side took 68 s instead of 2.5) */
+        if (__atomic_load_n(&r->room_waiters_hint, __ATOMIC_ACQUIRE) || !nv_gm_try_reserve(r)) {
             *full = 1;
             break;
         }
@@ -203,11 +210,11 @@ static void ra_unclaim(struct nv_gm_region *r, uint64_t q, unsigned n)
 
 void nv_gm_readahead_drain(struct nv_gm_region *r)
 {
-    uint64_t all = NV_GM_RABUF == 64 ? UINT64_MAX : ((uint64_t)1 << NV_GM_RABUF) - 1;
-    while (__atomic_load_n(&r->ra_free, __ATOMIC_ACQUIRE) != all) {
-        struct timespec ms = { 0, 1000000 };
-        nanosleep(&ms, NULL);
-    }
+    for (unsigned w = 0; w < NV_GM_RABUF / 64; w++)
+        while (__atomic_load_n(&r->ra_free[w], __ATOMIC_ACQUIRE) != UINT64_MAX) {
+            struct timespec ms = { 0, 1000000 };
+            nanosleep(&ms, NULL);
+        }
 }
 
 void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
@@ -234,7 +241,7 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
             q++;               /* there, on its way, or zeros */
             continue;
         }
-        unsigned slot, want = end - q < NV_GM_RA_RUN ? (unsigned)(end - q) : NV_GM_RA_RUN;
+        unsigned slot, want = end - q < r->ra_run ? (unsigned)(end - q) : r->ra_run;
         unsigned k = ra_grab(r, want, &slot);
         if (!k)
             break;
@@ -276,7 +283,7 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
  * thread sat through before the run behind it was even asked for. */
 int nv_gm_readahead_with(struct nv_gm_region *r, uint64_t p, uint64_t t0)
 {
-    unsigned slot, want = r->npages - p < NV_GM_RA_RUN ? (unsigned)(r->npages - p) : NV_GM_RA_RUN;
+    unsigned slot, want = r->npages - p < r->ra_run ? (unsigned)(r->npages - p) : r->ra_run;
     unsigned k = ra_grab(r, want, &slot);
     if (!k)
         return -1;

@@ -56,6 +56,9 @@ static netvm_status_t resolve(const netvm_gmem_opts_t *o, struct opts *out)
     int ra = o && o->readahead ? o->readahead : (int)nv_config_long("NETVM_GMEM_READAHEAD", 0, NV_GM_RABUF);
     if (ra < 0)
         ra = 0;
+    /* a large budget gets a longer default window (pager_ra.c says why) */
+    if (!ra_asked && out->budget >= NV_GM_RA_LARGE_BUDGET)
+        ra = 128;
     if (ra > NV_GM_RABUF) {
         nv_error("gmem: read-ahead of %d pages asked; at most %d", ra, NV_GM_RABUF);
         return NETVM_ERR_INVAL;
@@ -222,12 +225,14 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
     r->budget = o.budget;
     r->low_water = o.budget - (o.budget / 32 > 4 ? o.budget / 32 : 4);
     r->ra_window = o.readahead;
+    r->ra_run = o.readahead >= 128 ? 64 : 16;
     r->write_policy = o.write_policy;
     r->nthreads = o.threads;
     r->spin_ns = (uint64_t)nv_config_long("NETVM_GMEM_SPIN_US", 0, 1000000) * 1000u;
     r->spin_yield = (unsigned)nv_config_long("NETVM_SPIN_YIELD", 0, 1 << 30);
     r->rd_adapt = o.read_wp_auto;
-    r->ra_free = ~(uint64_t)0;
+    for (unsigned w = 0; w < NV_GM_RABUF / 64; w++)
+        r->ra_free[w] = ~(uint64_t)0;
     pthread_rwlock_init(&r->seg_lock, NULL);
     pthread_mutex_init(&r->ev_lock, NULL);
     pthread_cond_init(&r->ev_cond, NULL);
