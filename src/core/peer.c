@@ -306,7 +306,10 @@ netvm_status_t nv_peer_new(netvm_ctx_t *ctx, struct nv_peer **out)
     p->grave_next = NULL;
     atomic_store(&p->am_credits, (int)ctx->am_credits_init);
     atomic_store(&p->am_owed, 0);
-    p->deferred = p->deferred_tail = NULL;
+    /* the progress thread's look for deferred messages reads this of
+     * every slot without the lock (am_rx.c, nv_am_run_deferred) */
+    __atomic_store_n(&p->deferred, NULL, __ATOMIC_RELAXED);
+    p->deferred_tail = NULL;
     p->ndeferred = 0;
     __atomic_store_n(&p->lp.id, (int)(gen << NV_PEER_IDX_BITS | idx), __ATOMIC_RELEASE);
     atomic_store_explicit(&p->refs, 1, memory_order_release);
