@@ -150,6 +150,7 @@ struct nv_gm_region {
     int               forking;       /* __atomic: a fork is under way (pager_events.c) */
     uint64_t          hand;
     uint64_t          cow_seen;      /* evictor's: NV_GM_COW pages met in the current round */
+    uint64_t          cow_retry_ns;  /* evictor's: when NV_GM_COW marks were last cleared */
     pthread_mutex_t   wb_lock;       /* one write-back of a page at a time (evictor, sync) */
     uint64_t          wb_active;     /* __atomic: write-backs under way, from the first store to the
                                         last state change (pager_events.c: a discard that raced one) */

@@ -323,7 +323,9 @@ static void resmap_tidy(struct nv_gm_region *r, uint64_t p)
 }
 
 /* A round took nothing: the pages shared with a child are tried again
- * (the child may have exited or written them since). */
+ * (the parent may have written them since, which unshares them), at most
+ * every NV_GM_COW_RETRY_NS. */
+#define NV_GM_COW_RETRY_NS 50000000ull
 static void cow_retry(struct nv_gm_region *r)
 {
     uint64_t used = __atomic_load_n(&r->used, __ATOMIC_ACQUIRE);
@@ -465,8 +467,13 @@ void *nv_gm_evict_thread(void *arg)
         r->cow_seen = 0;
         uint64_t taken = evict_round(r);
         int shared = r->cow_seen != 0;
-        if (!taken && shared)
+        /* not after every futile round: each retry is a system call per
+         * such page, and a round of 2 000 of them (4 ms) between every
+         * two grants of room made each fault wait that long */
+        if (!taken && shared && nv_gm_now_ns() - r->cow_retry_ns >= NV_GM_COW_RETRY_NS) {
             cow_retry(r);
+            r->cow_retry_ns = nv_gm_now_ns();
+        }
         pthread_mutex_lock(&r->ev_lock);
         if (!taken && r->room_waiters && !r->stopping && r->wb_failing) {
             /* Every victim was dirty and no server took it (the only
@@ -498,10 +505,11 @@ void *nv_gm_evict_thread(void *arg)
             }
         }
         pthread_cond_broadcast(&r->room_cond);
-        if (!taken && !r->stopping && (r->wb_failing || (r->room_waiters && !shared))) {
+        if (!taken && !r->stopping && (r->wb_failing || r->room_waiters || shared)) {
             /* nothing could go (every resident page busy, shared with a
              * forked child, or dirty with no server taking it): let the
-             * hand pass again after a pause rather than spin */
+             * hand pass again after a pause rather than spin (waiters
+             * behind shared pages were let past the budget above) */
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 1000000;

@@ -15,9 +15,7 @@
  * waits for 64 KiB, then reads while three more runs come), but the scan
  * left a fifth of both CPUs idle between runs, and runs of 64 with two in
  * flight scanned 1.6x faster (performance.md, "Read-ahead in longer
- * runs"). Not in small budgets: in 8 MiB much of it shared with a forked
- * child, the gmem_run tests side by side ran 25 s instead of 3 more often
- * (docs/gmem.md, "Read-ahead"). */
+ * runs"); not measured to help in small budgets, which keep 16 in 64. */
 #include "gmem/pager.h"
 
 #include <errno.h>
