@@ -197,9 +197,10 @@ static void move_failed(struct nv_gm_region *r, uint64_t p, uint32_t s, uintptr_
         return;
     }
     /* EBUSY: shared with a forked child (copy-on-write): passed over
-     * until a round takes nothing (each try is a system call, and a
-     * budget full of such pages made every round try them all while the
-     * program waited); EAGAIN: a transient lock, tried on a later pass */
+     * (NV_GM_COW) until cow_retry, at most every NV_GM_COW_RETRY_NS (each
+     * try is a system call, and a budget full of such pages made every
+     * round try them all while the program waited); EAGAIN: a transient
+     * lock, tried on a later pass */
     if (e == -EBUSY) {
         NV_GM_CNT(r, move_busy);
         r->cow_seen++;
