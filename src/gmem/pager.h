@@ -37,7 +37,8 @@ enum {
     NV_GM_REF      = 32,   /* CLOCK reference: faulted or written since the hand passed */
     NV_GM_DISCARD  = 64,   /* the program discarded it while it was BUSY: the owner drops it */
     NV_GM_COW      = 128,  /* resident, and its last move out failed with EBUSY (shared copy-on-write
-                              with a forked child): the hand passes it until a round takes nothing */
+                              with a forked child): the hand passes it until the evictor clears the
+                              marks, at most every 50 ms after a round that took nothing */
 };
 
 #define NV_GM_STAGE 64   /* staging slots of the evictor; one more for dropping a page */
