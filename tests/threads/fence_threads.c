@@ -29,7 +29,10 @@
 #define H_POKE  1
 
 static netvm_ctx_t *ctx;
-static netvm_rseg_t *target;   /* rank 1's "data" (rank 0) */
+/* rank 1's "data" (rank 0). Atomic because the progress thread reads it in
+ * on_poke: the import happens before rank 1 sends, but through the other
+ * process, which ThreadSanitizer cannot see. */
+static netvm_rseg_t *_Atomic target;
 static _Atomic uint64_t pokes;
 
 static void *putter(void *arg)
@@ -46,7 +49,7 @@ static int on_poke(netvm_ctx_t *c, netvm_am_msg_t *msg, void *arg)
     (void)arg;
     netvm_req_t *q;
     uint64_t v = msg->args[0];
-    CHECK_OK(netvm_put_nb(c, target, 64, &v, 8, 0, &q));
+    CHECK_OK(netvm_put_nb(c, atomic_load(&target), 64, &v, 8, 0, &q));
     CHECK(q == NULL);   /* shm: complete at once */
     atomic_fetch_add(&pokes, 1);
     return NETVM_AM_DONE;
@@ -76,7 +79,9 @@ int main(int argc, char **argv)
     CHECK_OK(netvm_alloc_shared(ctx, 4096, NETVM_RW, "data", &p, &data));
     CHECK_OK(netvm_am_register(ctx, H_POKE, on_poke, NULL));
     CHECK_OK(netvm_barrier(ctx));
-    CHECK_OK(netvm_import(ctx, 1 - rank, "data", &target));
+    netvm_rseg_t *imported;
+    CHECK_OK(netvm_import(ctx, 1 - rank, "data", &imported));
+    atomic_store(&target, imported);
     for (int round = 0; round < ROUNDS; round++) {
         /* rank 1: a segment to unexport later */
         static uint64_t words[ROUNDS][64];
