@@ -1,6 +1,6 @@
 /* Mailbox message benchmark, 2 ranks:
  *
- *   netvm run -n 2 -- msg_bench [--min-ms M] [--json FILE] [--quick]
+ *   netvm run -n 2 -- msg_bench [--min-ms M] [--json FILE] [--quick] [--only ROW,...]
  *
  *   msg_lat       ping-pong of 8-byte messages: rank 0 sends, rank 1 takes
  *                 it and sends it back; both poll with netvm_msg_try_recv
@@ -14,7 +14,8 @@
  * Rank 1 serves until rank 0 sends STOP. Rows as netvm bench prints them;
  * --json writes [{"metric", "size", "unit", "netvm"}, ...]. Each
  * measurement doubles its count until a batch lasts min-ms/8 (the warm-up),
- * then times one batch sized to last min-ms (default 200; --quick: a tenth). */
+ * then times one batch sized to last min-ms (default 200; --quick: a tenth).
+ * --only msg_rate measures only the rows named. */
 #define _GNU_SOURCE
 #include <netvm/netvm.h>
 #include "svc_bench.h"
@@ -126,11 +127,12 @@ static void serve(netvm_ctx_t *ctx)
 int main(int argc, char **argv)
 {
     struct bench b = { .min_s = 0.2 };
-    const char *json = NULL;
+    const char *json = NULL, *only = NULL;
     static const struct option opts[] = {
         { "min-ms", required_argument, NULL, 'm' },
         { "json", required_argument, NULL, 'j' },
         { "quick", no_argument, NULL, 'q' },
+        { "only", required_argument, NULL, 'o' },
         { 0, 0, 0, 0 },
     };
     int c;
@@ -141,8 +143,10 @@ int main(int argc, char **argv)
             json = optarg;
         else if (c == 'q')
             b.quick = 1;
+        else if (c == 'o')
+            only = optarg;
         else {
-            fprintf(stderr, "usage: netvm run -n 2 -- msg_bench [--min-ms M] [--json FILE] [--quick]\n");
+            fprintf(stderr, "usage: netvm run -n 2 -- msg_bench [--min-ms M] [--json FILE] [--quick] [--only ROW,...]\n");
             return 2;
         }
     }
@@ -162,12 +166,16 @@ int main(int argc, char **argv)
         }
         if (b.json)
             fputc('[', b.json);
-        emit(&b, "msg_lat", 8, "us", timed(&b, lat_batch) / 2 * 1e6);
-        emit(&b, "msg_rate", 8, "Mmsg", WINDOW / timed(&b, rate_batch) / 1e6);
-        uint64_t mode = 1;
-        OK(netvm_msg_send(b.ctx, 1, T_MODE, &mode, sizeof mode));
-        b.wait = 1;
-        emit(&b, "msg_lat_wait", 8, "us", timed(&b, lat_batch) / 2 * 1e6);
+        if (svc_bench_wanted(only, "msg_lat"))
+            emit(&b, "msg_lat", 8, "us", timed(&b, lat_batch) / 2 * 1e6);
+        if (svc_bench_wanted(only, "msg_rate"))
+            emit(&b, "msg_rate", 8, "Mmsg", WINDOW / timed(&b, rate_batch) / 1e6);
+        if (svc_bench_wanted(only, "msg_lat_wait")) {
+            uint64_t mode = 1;
+            OK(netvm_msg_send(b.ctx, 1, T_MODE, &mode, sizeof mode));
+            b.wait = 1;
+            emit(&b, "msg_lat_wait", 8, "us", timed(&b, lat_batch) / 2 * 1e6);
+        }
         OK(netvm_msg_send(b.ctx, 1, T_STOP, NULL, 0));
         if (b.json) {
             fputs("\n]\n", b.json);

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +29,19 @@ static inline void svc_bench_row(FILE *json, int *rows, const char *metric, size
     if (json)
         fprintf(json, "%s\n  {\"metric\": \"%s\", \"size\": %zu, \"unit\": \"%s\", \"netvm\": %.9g}",
                 (*rows)++ ? "," : "", metric, size, unit, v);
+}
+
+/* Whether metric is in only, a comma list of the rows to measure (a
+ * program's --only); NULL: every row. */
+static inline int svc_bench_wanted(const char *only, const char *metric)
+{
+    if (!only)
+        return 1;
+    size_t n = strlen(metric);
+    for (const char *p = only; (p = strstr(p, metric)); p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+            return 1;
+    return 0;
 }
 
 /* A serving rank's loop: poll (netvm_progress) until *stop, as

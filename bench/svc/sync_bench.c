@@ -57,13 +57,7 @@ static const char *only;   /* --only: the metrics to measure (comma list), NULL:
 
 static int wanted(const char *metric)
 {
-    if (!only)
-        return 1;
-    size_t n = strlen(metric);
-    for (const char *p = only; (p = strstr(p, metric)); p += n)
-        if ((p == only || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
-            return 1;
-    return 0;
+    return svc_bench_wanted(only, metric);
 }
 
 static void die(const char *what, netvm_status_t st)
