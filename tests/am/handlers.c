@@ -24,7 +24,10 @@ enum { K_DEFER = 1, K_PLAIN };
 #define SEGLEN 4096
 
 static int rank, is_tcp, shm_mapped;
-static netvm_rseg_t *peer_seg[2];   /* rank 0's: [0] netvm_alloc_shared, [1] a plain buffer */
+/* rank 0's: [0] netvm_alloc_shared, [1] a plain buffer. Atomic because the
+ * progress thread reads them in on_ops: the imports happen before rank 0
+ * sends, but through the other process, which ThreadSanitizer cannot see. */
+static netvm_rseg_t *_Atomic peer_seg[2];
 static uint64_t plain_mem[SEGLEN / 8];
 
 /* --- operations from a handler ------------------------------------------------------- */
@@ -252,8 +255,11 @@ int main(void)
     CHECK_OK(netvm_export(ctx, plain_mem, SEGLEN, NETVM_RWA, "plain", &s2));
     CHECK_OK(netvm_barrier(ctx));
     if (rank == 1) {
-        CHECK_OK(netvm_import(ctx, 0, "shared", &peer_seg[0]));
-        CHECK_OK(netvm_import(ctx, 0, "plain", &peer_seg[1]));
+        netvm_rseg_t *shared, *plain;
+        CHECK_OK(netvm_import(ctx, 0, "shared", &shared));
+        CHECK_OK(netvm_import(ctx, 0, "plain", &plain));
+        atomic_store(&peer_seg[0], shared);
+        atomic_store(&peer_seg[1], plain);
     }
     CHECK_OK(netvm_barrier(ctx));
 

@@ -43,7 +43,10 @@ static int rank, size, level;
 static uint8_t *data;           /* private, SLOTS * PIECE (+ the concurrent part) */
 static uint64_t *words;         /* private, atomics: word r is rank r's chain's */
 static uint64_t dead_words[8];
-static netvm_rseg_t **rdata, **rwords, **rdead;
+/* Atomic because handlers on the progress thread read them: the imports
+ * happen before the peers send, but through the other processes, which
+ * ThreadSanitizer cannot see. */
+static netvm_rseg_t **_Atomic rdata, **_Atomic rwords, **_Atomic rdead;
 static pthread_t main_thread;
 
 /* --- A. the chain --------------------------------------------------------------------- */
@@ -337,15 +340,18 @@ int main(int argc, char **argv)
     CHECK_OK(netvm_am_register(ctx, H_GETBACK, on_getback, NULL));
     CHECK_OK(netvm_am_register(ctx, H_DEAD, on_dead, NULL));
     CHECK_OK(netvm_barrier(ctx));
-    rdata = calloc((size_t)size, sizeof *rdata);
-    rwords = calloc((size_t)size, sizeof *rwords);
-    rdead = calloc((size_t)size, sizeof *rdead);
-    CHECK(rdata && rwords && rdead);
+    netvm_rseg_t **imp_data = calloc((size_t)size, sizeof *imp_data);
+    netvm_rseg_t **imp_words = calloc((size_t)size, sizeof *imp_words);
+    netvm_rseg_t **imp_dead = calloc((size_t)size, sizeof *imp_dead);
+    CHECK(imp_data && imp_words && imp_dead);
     for (int q = 0; q < size; q++) {
-        CHECK_OK(netvm_import(ctx, q, "then-data", &rdata[q]));
-        CHECK_OK(netvm_import(ctx, q, "then-words", &rwords[q]));
-        CHECK_OK(netvm_import(ctx, q, "then-dead", &rdead[q]));
+        CHECK_OK(netvm_import(ctx, q, "then-data", &imp_data[q]));
+        CHECK_OK(netvm_import(ctx, q, "then-words", &imp_words[q]));
+        CHECK_OK(netvm_import(ctx, q, "then-dead", &imp_dead[q]));
     }
+    atomic_store(&rdata, imp_data);
+    atomic_store(&rwords, imp_words);
+    atomic_store(&rdead, imp_dead);
     CHECK_OK(netvm_barrier(ctx));
 
     /* A (and C) */
