@@ -58,7 +58,7 @@ void nv_gmem_stats_print(FILE *f, const struct nvp_stats_file *s)
             (unsigned long long)g->faults, (unsigned long long)g->zero_fills, (unsigned long long)g->remote_fetches,
             (unsigned long long)g->readahead_issued, (unsigned long long)g->readahead_hits,
             (unsigned long long)g->readahead_waste);
-    fprintf(f, "    write-protect faults %llu, read faults placed dirty %llu\n", (unsigned long long)g->wp_faults,
+    fprintf(f, "    write-protect faults %llu, pages placed dirty %llu\n", (unsigned long long)g->wp_faults,
             (unsigned long long)g->placed_dirty);
     fprintf(f, "    evictions %llu (dirty %llu), page copies written %llu; bytes in %.1f MiB, out %.1f MiB\n",
             (unsigned long long)g->evictions, (unsigned long long)g->evictions_dirty,

@@ -172,8 +172,9 @@ typedef struct {
     uint64_t fault_ns_max;
     uint64_t resident_peak;      /* the most pages resident at once (the pager's count) */
     uint64_t wp_faults;          /* first writes to pages placed write-protected (a fault each) */
-    uint64_t placed_dirty;       /* read faults placed writable and dirty, since most read-faulted
-                                    pages were being written soon (NETVM_GMEM_READ_WP) */
+    uint64_t placed_dirty;       /* pages of read faults and of read-ahead runs placed writable and
+                                    dirty, since most such pages were being written soon
+                                    (NETVM_GMEM_READ_WP) */
 } netvm_gmem_stats_t;
 netvm_status_t netvm_gmem_stats(const netvm_gmem_t *region, netvm_gmem_stats_t *stats);
 

@@ -39,9 +39,17 @@ enum {
     NV_GM_COW      = 128,  /* resident, and its last move out failed with EBUSY (shared copy-on-write
                               with a forked child): the hand passes it until the evictor clears the
                               marks, at most every 50 ms after a round that took nothing */
+    NV_GM_RAWP     = 256,  /* placed write-protected by read-ahead and not written since: its first
+                              write counts for the read-ahead's placement policy (pager_ra.c) */
 };
 
 #define NV_GM_STAGE 64   /* staging slots of the evictor; one more for dropping a page */
+/* Placement as writable and dirty, for read faults (pager_fault.c) and for
+ * read-ahead runs (pager_ra.c): decided over windows of this many pages
+ * placed protected (a quarter or more written while resident switches it
+ * on), one placement in NV_GM_RD_SAMPLE still protected while it is on. */
+#define NV_GM_RD_WINDOW 256
+#define NV_GM_RD_SAMPLE 8
 #define NV_GM_RABUF 256  /* read-ahead buffers (a bit each in ra_free; a run's lie in one word) */
 #define NV_GM_RA_LARGE_BUDGET 16384u  /* pages (64 MiB): from here the default window is 128 (pager_ra.c) */
 
@@ -80,6 +88,7 @@ struct nv_gm_ra_op {
     uint64_t             page;       /* first page of the run */
     unsigned             slot, n;    /* its buffers: slots slot .. slot+n-1 */
     int                  fault;      /* the first page is a read fault's (nv_gm_readahead_with) */
+    int                  dirty;      /* placed writable and dirty, not write-protected (pager_ra.c) */
     uint64_t             t0;         /* when that fault was read */
 };
 
@@ -133,6 +142,10 @@ struct nv_gm_region {
     uint64_t          rd_wp_placed;  /* __atomic: read faults placed protected */
     uint64_t          rd_wp_written; /* __atomic: first writes to such pages in this window */
     uint64_t          rd_sample;     /* __atomic: read faults placed while rd_dirty */
+    int               ra_dirty;      /* __atomic: the same for read-ahead runs (pager_ra.c) */
+    uint64_t          ra_wp_placed;  /* __atomic: pages read-ahead placed protected */
+    uint64_t          ra_wp_written; /* __atomic: first writes to such pages in this window */
+    uint64_t          ra_sample;     /* __atomic: runs issued while ra_dirty */
     unsigned          spin_yield;    /* NETVM_SPIN_YIELD */
     int               spinner;       /* __atomic: a fault thread is polling (one at a time) */
 

@@ -138,9 +138,6 @@ static void place_zero(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int w
  * to writable-and-dirty placement, in which one read fault in
  * NV_GM_RD_SAMPLE is still placed protected to keep measuring
  * (performance.md, "Read faults placed dirty"). 1: writable and dirty. */
-#define NV_GM_RD_WINDOW 256
-#define NV_GM_RD_SAMPLE 8
-
 static int read_as_dirty(struct nv_gm_region *r)
 {
     if (!r->rd_adapt || r->read_only)
@@ -250,12 +247,15 @@ static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
     for (;;) {
         switch (s & NV_GM_STATE) {
         case NV_GM_RESIDENT: {
-            uint32_t keep = s & ~(uint32_t)(NV_GM_STATE | NV_GM_RA);
+            uint32_t keep = s & ~(uint32_t)(NV_GM_STATE | NV_GM_RA | NV_GM_RAWP);
             if (!__atomic_compare_exchange_n(&r->state[p], &s, NV_GM_BUSY | keep, 0, __ATOMIC_ACQ_REL,
                                              __ATOMIC_ACQUIRE))
                 continue;
             if (s & NV_GM_RA)
                 NV_GM_CNT(r, ra_hits);
+            /* whose placement policy this first write speaks for */
+            if (s & NV_GM_RAWP)
+                __atomic_fetch_add(&r->ra_wp_written, 1, __ATOMIC_RELAXED);
             else
                 __atomic_fetch_add(&r->rd_wp_written, 1, __ATOMIC_RELAXED);
             NV_GM_CNT(r, wp_faults);
@@ -263,7 +263,7 @@ static void wprotect(struct nv_gm_region *r, uint64_t p, uintptr_t addr)
                 /* EAGAIN (the mm is changing): still protected and clean;
                  * the woken writer faults again once the event is read */
                 NV_GM_CNT(r, eagain);
-                nv_gm_publish(r, p, keep | (s & NV_GM_RA));
+                nv_gm_publish(r, p, keep | (s & (NV_GM_RA | NV_GM_RAWP)));
                 nv_gm_uffd_wake(r->uffd, addr, NV_GM_PAGE);
                 return;
             }

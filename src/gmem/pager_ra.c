@@ -15,7 +15,20 @@
  * waits for 64 KiB, then reads while three more runs come), but the scan
  * left a fifth of both CPUs idle between runs, and runs of 64 with two in
  * flight scanned 1.6x faster (performance.md, "Read-ahead in longer
- * runs"); not measured to help in small budgets, which keep 16 in 64. */
+ * runs"); not measured to help in small budgets, which keep 16 in 64.
+ *
+ * Runs are placed write-protected, so that a page's first write is seen,
+ * unless most of what read-ahead brings is written while resident: a
+ * merge sort copying each merged run back over the array it read, a
+ * program updating a large array in order. Each such page then cost a
+ * write-protect fault (the program's sleep and a fault thread's turn, 15-25
+ * us here) on top of a placement that took a fraction of a microsecond.
+ * So, as for read faults (pager_fault.c, read_as_dirty), the pages placed
+ * protected are counted with their first writes over windows of
+ * NV_GM_RD_WINDOW, and from a quarter written the runs are placed writable
+ * and dirty, one in NV_GM_RD_SAMPLE still protected to go on measuring. A
+ * dirty page is written back when evicted even if the program never
+ * wrote it: the price of a wrong guess, off the program's path. */
 #include "gmem/pager.h"
 
 #include <errno.h>
@@ -68,16 +81,59 @@ static void test_delay(struct nv_gm_region *r)
     }
 }
 
-/* Place page p from buffer slot (ok: it came) or leave it to its fault. */
-static void ra_place(struct nv_gm_region *r, uint64_t p, unsigned slot, int ok, uint32_t flags)
+/* Whether the run about to be issued is placed writable and dirty. */
+static int ra_as_dirty(struct nv_gm_region *r)
 {
+    if (!r->rd_adapt || r->read_only || !__atomic_load_n(&r->ra_dirty, __ATOMIC_RELAXED))
+        return 0;
+    return __atomic_fetch_add(&r->ra_sample, 1, __ATOMIC_RELAXED) % NV_GM_RD_SAMPLE != 0;
+}
+
+/* n more pages were placed protected: a window that closes decides. */
+static void ra_count_protected(struct nv_gm_region *r, unsigned n)
+{
+    if (!r->rd_adapt || !n)
+        return;
+    uint64_t was = __atomic_fetch_add(&r->ra_wp_placed, n, __ATOMIC_RELAXED);
+    if (was / NV_GM_RD_WINDOW == (was + n) / NV_GM_RD_WINDOW)
+        return;
+    uint64_t w = __atomic_exchange_n(&r->ra_wp_written, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->ra_dirty, w * 4 >= NV_GM_RD_WINDOW, __ATOMIC_RELAXED);
+}
+
+/* The copy mode and the flags of a run's pages: a page placed dirty is
+ * published before anyone is woken (a sync from then on sees it), so its
+ * copy does not wake. */
+static uint64_t ra_copy_mode(const struct nv_gm_ra_op *op)
+{
+    return op->dirty ? UFFDIO_COPY_MODE_DONTWAKE : UFFDIO_COPY_MODE_WP;
+}
+
+static uint32_t ra_flags(const struct nv_gm_ra_op *op, unsigned i)
+{
+    uint32_t f = op->dirty ? NV_GM_DIRTY : NV_GM_RAWP;
+    /* a fault's own page is no read-ahead: placed without the RA mark */
+    return i || !op->fault ? f | NV_GM_RA : f;
+}
+
+/* Place page i of op's run (ok: it came) or leave it to its fault. */
+static void ra_place(struct nv_gm_region *r, const struct nv_gm_ra_op *op, unsigned i, int ok)
+{
+    uint64_t p = op->page + i;
     uintptr_t a = nv_gm_page_addr(r, p);
     int e = -ENOENT;
     if (ok && a && !nv_gm_discarded(r, p))
-        e = nv_gm_uffd_copy(r->uffd, a, r->ra_buf + (size_t)slot * NV_GM_PAGE, NV_GM_PAGE, UFFDIO_COPY_MODE_WP);
+        e = nv_gm_uffd_copy(r->uffd, a, r->ra_buf + (size_t)(op->slot + i) * NV_GM_PAGE, NV_GM_PAGE,
+                            ra_copy_mode(op));
     if (e == 0) {
         test_delay(r);
-        nv_gm_publish(r, p, flags);
+        nv_gm_publish(r, p, ra_flags(op, i));
+        if (op->dirty) {
+            NV_GM_CNT(r, placed_dirty);
+            nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
+        } else {
+            ra_count_protected(r, 1);
+        }
         return;
     }
     if (e == -EEXIST) {
@@ -96,13 +152,14 @@ static void ra_place(struct nv_gm_region *r, uint64_t p, unsigned slot, int ok, 
         nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
 }
 
-/* Place k pages that came, from p (buffers from slot), with one
- * UFFDIO_COPY when they are mapped contiguously: a copy costs a system
- * call and the mm's lock (~13 us here), which a page per call made the
- * scan's bound. Returns how many were placed; the rest go page by page
- * (ra_place: a page already there, a mapping that changed). */
-static unsigned ra_copy_run(struct nv_gm_region *r, uint64_t p, unsigned slot, unsigned k, uint32_t first)
+/* Place pages i .. i+k-1 of op's run, which came, with one UFFDIO_COPY
+ * when they are mapped contiguously: a copy costs a system call and the
+ * mm's lock (~13 us here), which a page per call made the scan's bound.
+ * Returns how many were placed; the rest go page by page (ra_place: a
+ * page already there, a mapping that changed). */
+static unsigned ra_copy_run(struct nv_gm_region *r, const struct nv_gm_ra_op *op, unsigned i0, unsigned k)
 {
+    uint64_t p = op->page + i0;
     uintptr_t a = nv_gm_page_addr(r, p);
     if (k < 2 || !a)
         return 0;
@@ -112,13 +169,20 @@ static unsigned ra_copy_run(struct nv_gm_region *r, uint64_t p, unsigned slot, u
     for (unsigned i = 0; i < k; i++)
         if (nv_gm_discarded(r, p + i))
             return 0;   /* page by page: those left are placed */
-    struct uffdio_copy c = { .dst = a, .src = (uintptr_t)(r->ra_buf + (size_t)slot * NV_GM_PAGE),
-                             .len = (uint64_t)k * NV_GM_PAGE, .mode = UFFDIO_COPY_MODE_WP };
+    struct uffdio_copy c = { .dst = a, .src = (uintptr_t)(r->ra_buf + (size_t)(op->slot + i0) * NV_GM_PAGE),
+                             .len = (uint64_t)k * NV_GM_PAGE, .mode = ra_copy_mode(op) };
     unsigned placed = ioctl(r->uffd, UFFDIO_COPY, &c) == 0 ? k : c.copy > 0 ? (unsigned)(c.copy / NV_GM_PAGE) : 0;
     if (placed)
         test_delay(r);
     for (unsigned i = 0; i < placed; i++)
-        nv_gm_publish(r, p + i, i ? NV_GM_RA : first);
+        nv_gm_publish(r, p + i, ra_flags(op, i0 + i));
+    if (op->dirty) {
+        __atomic_fetch_add(&r->c.placed_dirty, placed, __ATOMIC_RELAXED);
+        if (placed)
+            nv_gm_uffd_wake(r->uffd, a, (size_t)placed * NV_GM_PAGE);
+    } else {
+        ra_count_protected(r, placed);
+    }
     return placed;
 }
 
@@ -130,8 +194,6 @@ static void ra_done(void *arg, uint64_t got)
     struct nv_gm_ra_op *op = arg;
     struct nv_gm_region *r = op->r;
     unsigned slot = op->slot, n = op->n;
-    /* a fault's own page is no read-ahead: placed without the RA mark */
-    uint32_t first = op->fault ? 0 : NV_GM_RA;
     if (op->fault && (got & 1))
         nv_gm_hist_add(&r->hist, nv_gm_now_ns() - op->t0);
     test_delay(r);
@@ -145,12 +207,12 @@ static void ra_done(void *arg, uint64_t got)
         while (i + k < n && (got >> (i + k) & 1))
             k++;
         if (!k) {
-            ra_place(r, op->page + i, slot + i, 0, i ? NV_GM_RA : first);
+            ra_place(r, op, i, 0);
             i++;
             continue;
         }
-        for (unsigned j = ra_copy_run(r, op->page + i, slot + i, k, i ? NV_GM_RA : first); j < k; j++)
-            ra_place(r, op->page + i + j, slot + i + j, 1, i + j ? NV_GM_RA : first);
+        for (unsigned j = ra_copy_run(r, op, i, k); j < k; j++)
+            ra_place(r, op, i + j, 1);
         i += k;
     }
     if (gated)
@@ -260,6 +322,7 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
         op->n = n;
         nv_gm_used_upto(r, q + n);
         op->fault = 0;
+        op->dirty = ra_as_dirty(r);
         __atomic_fetch_add(&r->c.ra_issued, n, __ATOMIC_RELAXED);
         if (r->store->ops->fetchn_nb(r->store, q, n, r->ra_buf + (size_t)slot * NV_GM_PAGE, ra_done, op) !=
             NETVM_OK) {
@@ -296,6 +359,7 @@ int nv_gm_readahead_with(struct nv_gm_region *r, uint64_t p, uint64_t t0)
     op->slot = slot;
     op->n = n;
     op->fault = 1;
+    op->dirty = ra_as_dirty(r);
     op->t0 = t0;
     __atomic_fetch_add(&r->c.ra_issued, n - 1, __ATOMIC_RELAXED);
     if (r->store->ops->fetchn_nb(r->store, p, n, r->ra_buf + (size_t)slot * NV_GM_PAGE, ra_done, op) != NETVM_OK) {
