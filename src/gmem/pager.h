@@ -48,6 +48,7 @@ enum {
  * read-ahead runs (pager_ra.c): decided over windows of this many pages
  * placed protected (a quarter or more written while resident switches it
  * on), one placement in NV_GM_RD_SAMPLE still protected while it is on. */
+#define NV_GM_STREAMS 8  /* sequential streams read-ahead follows at once (pager_ra.c) */
 #define NV_GM_RD_WINDOW 256
 #define NV_GM_RD_SAMPLE 8
 #define NV_GM_RABUF 256  /* read-ahead buffers (a bit each in ra_free; a run's lie in one word) */
@@ -90,6 +91,15 @@ struct nv_gm_ra_op {
     int                  fault;      /* the first page is a read fault's (nv_gm_readahead_with) */
     int                  dirty;      /* placed writable and dirty, not write-protected (pager_ra.c) */
     uint64_t             t0;         /* when that fault was read */
+};
+
+/* A sequential stream of missing faults that read-ahead follows. */
+struct nv_gm_stream {
+    uint64_t prev;   /* the page of its last fault (under ra_lock) */
+    uint64_t next;   /* __atomic: the next page to read ahead for it, in its direction
+                        (UINT64_MAX: none yet) */
+    uint64_t used;   /* ra_clock when a fault last began or went on with it; 0: free */
+    int      dir;    /* 1: up, -1: down, 0: one fault so far (a lone fault, perhaps) */
 };
 
 struct nv_gm_counters {
@@ -172,8 +182,9 @@ struct nv_gm_region {
     unsigned char    *wb_buf;        /* NV_GM_STAGE pages: sync's and the cleaner's copies */
 
     /* read-ahead */
-    uint64_t          last_fault;    /* __atomic: page of the last missing fault + 1 */
-    uint64_t          ra_next;       /* __atomic: first page not yet read ahead in this stream */
+    pthread_mutex_t   ra_lock;       /* the streams */
+    uint64_t          ra_clock;
+    struct nv_gm_stream ra_stream[NV_GM_STREAMS];
     unsigned char    *ra_buf;        /* NV_GM_RABUF pages */
     uint64_t          ra_free[NV_GM_RABUF / 64]; /* __atomic bitmasks of free ra_buf slots */
     struct nv_gm_ra_op ra_op[NV_GM_RABUF];
@@ -299,18 +310,25 @@ uint64_t nv_gm_invalidate(void *region, uint64_t first, uint64_t n, int drop);
 void nv_gm_zap(struct nv_gm_region *r, uintptr_t a);
 
 /* pager_ra.c */
-void nv_gm_readahead(struct nv_gm_region *r, uint64_t page);
+/* The stream a missing fault on page belongs to: the one it goes on with
+ * (*dir = 1 up or -1 down: the page next to its last fault, or the next
+ * past what was read ahead for it), or a new one it begins (*dir = 0), in
+ * the place of the least recently used, lone faults' first. -1 without
+ * read-ahead. */
+int  nv_gm_stream_of(struct nv_gm_region *r, uint64_t page, int *dir);
+/* Read ahead from page in direction dir (1 or -1) for stream sx. */
+void nv_gm_readahead(struct nv_gm_region *r, int sx, uint64_t page, int dir);
 /* A sequential read fault on page (the caller owns it: BUSY, reserved):
  * fetch it as the first page of a read-ahead run, then read ahead past
  * it; the fault is answered when the run is placed. 0: so done; -1: no
  * buffer free or the call could not start, and the caller fetches it. */
-int  nv_gm_readahead_with(struct nv_gm_region *r, uint64_t page, uint64_t t0);
+int  nv_gm_readahead_with(struct nv_gm_region *r, int sx, uint64_t page, uint64_t t0);
 /* A sequential write fault on page p, never stored, at address a (the
  * caller owns it: BUSY, reserved): place it and the never-stored pages
  * after it, zeroed, writable and dirty, in one copy. The pages placed
  * (p's wake included); 0 or 1 when fewer than two could be, and with 0
  * the caller places p itself. */
-unsigned nv_gm_zero_ahead(struct nv_gm_region *r, uint64_t page, uintptr_t a);
+unsigned nv_gm_zero_ahead(struct nv_gm_region *r, int sx, uint64_t page, uintptr_t a);
 /* Copy a resident page of the region that this thread has just
  * write-protected: the program's writes from then on wait in the kernel
  * until the page is unprotected, so the copy is whole (an ordering the

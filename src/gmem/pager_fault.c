@@ -191,13 +191,17 @@ static int missing(struct nv_gm_region *r, uint64_t p, uintptr_t addr, int write
     }
 owned:
     NV_GM_CNT(r, faults);
-    uint64_t prev = __atomic_exchange_n(&r->last_fault, p + 1, __ATOMIC_RELAXED);
-    int seq = r->ra_window > 0 && (prev == p || p == __atomic_load_n(&r->ra_next, __ATOMIC_RELAXED));
+    int dir;
+    int sx = nv_gm_stream_of(r, p, &dir), seq = dir != 0;
     nv_gm_reserve(r);
+    /* a stream going down: its window below is asked for before this
+     * page's own fetch, which it then overlaps */
+    if (dir < 0)
+        nv_gm_readahead(r, sx, p, -1);
     if (!r->store->ops->has(r->store, p)) {
-        if (!(write && seq && nv_gm_zero_ahead(r, p, addr)))
+        if (!(write && dir > 0 && nv_gm_zero_ahead(r, sx, p, addr)))
             place_zero(r, p, addr, write || read_as_dirty(r));
-    } else if (!write && seq && nv_gm_readahead_with(r, p, t0) == 0) {
+    } else if (!write && dir > 0 && nv_gm_readahead_with(r, sx, p, t0) == 0) {
         return 0;   /* placed with its run, which wakes the fault */
     } else {
         netvm_status_t st = r->store->ops->fetch(r->store, p, buf);
@@ -236,8 +240,8 @@ owned:
             nv_gm_place_leave(r);
         }
     }
-    if (seq)
-        nv_gm_readahead(r, p);
+    if (dir > 0)
+        nv_gm_readahead(r, sx, p, 1);
     return !seq;
 }
 

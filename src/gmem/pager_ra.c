@@ -1,5 +1,6 @@
-/* Read-ahead: a missing fault on the page after the previous fault, or on
- * the first page past the last window, starts nonblocking fetches of up to
+/* Read-ahead: a missing fault on the page next to the previous fault of a
+ * stream, or on the next page past the stream's last window, starts
+ * nonblocking fetches of up to
  * NETVM_GMEM_READAHEAD pages ahead into the read-ahead buffers, in runs of
  * up to r->ra_run consecutive pages, one store call (one NV_GM_GETN)
  * each; each completion places the pages of its run that came. A fault on
@@ -7,6 +8,20 @@
  * placement wakes it). Hits: pages read ahead that the sequential stream
  * has passed (the program went on past them without faulting) or that
  * were written; waste: those evicted or discarded untouched.
+ *
+ * Streams: up to NV_GM_STREAMS at once, each with its own last fault,
+ * direction and window. A merge reads two sorted runs and writes a third,
+ * a copy reads one array and writes another: with one stream for the
+ * whole region their faults alternated, none followed the one before,
+ * and nothing was read ahead. And streams go down as well as up: glibc's
+ * memcpy of a large block, which a merge sort's copy back is, went down
+ * page by page here (two streams going down, one read and one written,
+ * made nine in ten of a sort's faults). A fault that goes on with no
+ * stream begins one in the place of the least recently used, taking lone
+ * (random) faults' places first, so random faults between a stream's
+ * windows do not push it out. A stream going down reads ahead the window
+ * below the fault, runs nearest first, each run fetched in one call like
+ * one going up.
  *
  * Why runs of 16 (64 KiB) in a window of 64, and of 64 in a window of
  * 128 when the budget is 64 MiB or more: a page per call made the scan a
@@ -79,6 +94,45 @@ static void test_delay(struct nv_gm_region *r)
         struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
         nanosleep(&ts, NULL);
     }
+}
+
+int nv_gm_stream_of(struct nv_gm_region *r, uint64_t p, int *dir)
+{
+    *dir = 0;
+    if (r->ra_window <= 0)
+        return -1;
+    pthread_mutex_lock(&r->ra_lock);
+    uint64_t now = ++r->ra_clock, vkey = UINT64_MAX;
+    int v = 0;
+    for (int i = 0; i < NV_GM_STREAMS; i++) {
+        struct nv_gm_stream *s = &r->ra_stream[i];
+        uint64_t next = __atomic_load_n(&s->next, __ATOMIC_RELAXED);
+        int d = !s->used ? 0
+                : (s->dir >= 0 && p == s->prev + 1) || (s->dir > 0 && p == next)  ? 1
+                : (s->dir <= 0 && p + 1 == s->prev) || (s->dir < 0 && p == next) ? -1
+                                                                                   : 0;
+        if (d) {
+            s->prev = p;
+            s->used = now;
+            s->dir = d;
+            pthread_mutex_unlock(&r->ra_lock);
+            *dir = d;
+            return i;
+        }
+        /* free first, then lone faults, then streams; the oldest of each */
+        uint64_t key = s->used ? (uint64_t)(s->dir != 0) << 63 | s->used : 0;
+        if (key < vkey) {
+            vkey = key;
+            v = i;
+        }
+    }
+    struct nv_gm_stream *s = &r->ra_stream[v];
+    s->prev = p;
+    __atomic_store_n(&s->next, UINT64_MAX, __ATOMIC_RELAXED);
+    s->used = now;
+    s->dir = 0;
+    pthread_mutex_unlock(&r->ra_lock);
+    return v;
 }
 
 /* Whether the run about to be issued is placed writable and dirty. */
@@ -220,17 +274,19 @@ static void ra_done(void *arg, uint64_t got)
     ra_release(r, slot, n);
 }
 
-/* Claim up to max pages from q on for one run: each absent, stored (for
- * read-ahead: a page never stored reads as zeros, filled on fault at no
- * cost) or never stored (for zero-ahead: stored == 0), given room in the
- * budget and made BUSY. Stops at the first that is not; *full when the
- * budget had no room (read-ahead never evicts). */
-static unsigned ra_claim(struct nv_gm_region *r, uint64_t q, unsigned max, int *full, int stored)
+/* Claim up to max pages from q on, going up (dir 1) or down (-1), for one
+ * run: each absent, stored (for read-ahead: a page never stored reads as
+ * zeros, filled on fault at no cost) or never stored (for zero-ahead:
+ * stored == 0), given room in the budget and made BUSY. Stops at the
+ * first that is not; *full when the budget had no room (read-ahead never
+ * evicts). */
+static unsigned ra_claim(struct nv_gm_region *r, uint64_t q, unsigned max, int *full, int stored, int dir)
 {
     unsigned n = 0;
-    for (; n < max; n++) {
-        uint32_t s = __atomic_load_n(&r->state[q + n], __ATOMIC_ACQUIRE);
-        if (s != NV_GM_ABSENT || !r->store->ops->has(r->store, q + n) != !stored)
+    for (; n < max && (dir > 0 || n <= q); n++) {
+        uint64_t pg = dir > 0 ? q + n : q - n;
+        uint32_t s = __atomic_load_n(&r->state[pg], __ATOMIC_ACQUIRE);
+        if (s != NV_GM_ABSENT || !r->store->ops->has(r->store, pg) != !stored)
             break;
         /* a fault waiting for room comes first: read-ahead taking the
          * room the evictor made for it starved it (with a window of 128
@@ -240,7 +296,7 @@ static unsigned ra_claim(struct nv_gm_region *r, uint64_t q, unsigned max, int *
             *full = 1;
             break;
         }
-        if (!__atomic_compare_exchange_n(&r->state[q + n], &s, NV_GM_BUSY, 0, __ATOMIC_ACQ_REL,
+        if (!__atomic_compare_exchange_n(&r->state[pg], &s, NV_GM_BUSY, 0, __ATOMIC_ACQ_REL,
                                          __ATOMIC_RELAXED)) {
             nv_gm_unreserve(r, 1);
             break;
@@ -277,19 +333,96 @@ void nv_gm_readahead_drain(struct nv_gm_region *r)
         }
 }
 
-void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
+/* Pages lo .. hi-1 read ahead that the stream went past untouched are
+ * hits. */
+static void ra_passed(struct nv_gm_region *r, uint64_t lo, uint64_t hi)
 {
-    uint64_t w = (uint64_t)r->ra_window;
-    /* the stream went past these: hits */
-    for (uint64_t q = p > 2 * w ? p - 2 * w : 0; q < p; q++) {
+    for (uint64_t q = lo; q < hi && q < r->npages; q++) {
         uint32_t s = __atomic_load_n(&r->state[q], __ATOMIC_ACQUIRE);
         if ((s & NV_GM_STATE) == NV_GM_RESIDENT && (s & NV_GM_RA) &&
             __atomic_compare_exchange_n(&r->state[q], &s, s & ~(uint32_t)NV_GM_RA, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED))
             NV_GM_CNT(r, ra_hits);
     }
+}
+
+/* Start the fetch of the claimed run of n pages from q up, into buffers
+ * slot..slot+n-1; 0, or -1 (claim and buffers given back) if it could not
+ * start. */
+static int ra_issue(struct nv_gm_region *r, uint64_t q, unsigned n, unsigned slot)
+{
+    struct nv_gm_ra_op *op = &r->ra_op[slot];
+    op->r = r;
+    op->page = q;
+    op->slot = slot;
+    op->n = n;
+    nv_gm_used_upto(r, q + n);
+    op->fault = 0;
+    op->dirty = ra_as_dirty(r);
+    __atomic_fetch_add(&r->c.ra_issued, n, __ATOMIC_RELAXED);
+    if (r->store->ops->fetchn_nb(r->store, q, n, r->ra_buf + (size_t)slot * NV_GM_PAGE, ra_done, op) == NETVM_OK)
+        return 0;
+    ra_unclaim(r, q, n);
+    ra_release(r, slot, n);
+    return -1;
+}
+
+/* Going down: the window below p, runs nearest first. */
+static void ra_down(struct nv_gm_region *r, uint64_t *ra_next, uint64_t p)
+{
+    uint64_t w = (uint64_t)r->ra_window;
+    ra_passed(r, p + 1, p + 1 + 2 * w);
+    if (!p)
+        return;
+    int64_t q = (int64_t)p - 1, bottom = p > w ? (int64_t)(p - w) : 0;
+    uint64_t next = __atomic_load_n(ra_next, __ATOMIC_RELAXED);
+    if (next != UINT64_MAX && (int64_t)next < q && (int64_t)next >= bottom)
+        q = (int64_t)next;
+    while (q >= bottom) {
+        uint32_t s = __atomic_load_n(&r->state[q], __ATOMIC_ACQUIRE);
+        if (s != NV_GM_ABSENT || !r->store->ops->has(r->store, (uint64_t)q)) {
+            q--;               /* there, on its way, or zeros */
+            continue;
+        }
+        unsigned slot, want = q - bottom + 1 < (int64_t)r->ra_run ? (unsigned)(q - bottom + 1) : r->ra_run;
+        unsigned k = ra_grab(r, want, &slot);
+        if (!k)
+            break;
+        int full = 0;
+        unsigned n = ra_claim(r, (uint64_t)q, k, &full, 1, -1);
+        if (n < k)
+            ra_release(r, slot + n, k - n);
+        if (!n) {
+            if (full)
+                break;
+            q--;               /* raced with a fault on it */
+            continue;
+        }
+        if (ra_issue(r, (uint64_t)q - n + 1, n, slot) != 0)
+            break;
+        q -= n;
+        if (full)
+            break;
+    }
+    __atomic_store_n(ra_next, q >= 0 ? (uint64_t)q : UINT64_MAX, __ATOMIC_RELAXED);
+    if (q >= bottom && __atomic_load_n(&r->resident, __ATOMIC_RELAXED) >= r->budget)
+        ra_ask_room(r);
+}
+
+/* Another thread may have given stream sx to a new stream since its fault
+ * was matched: then its next is set from this one's, which costs the new
+ * stream a window at worst (read-ahead fetches only absent pages). */
+void nv_gm_readahead(struct nv_gm_region *r, int sx, uint64_t p, int dir)
+{
+    uint64_t *ra_next = &r->ra_stream[sx].next;
+    if (dir < 0) {
+        ra_down(r, ra_next, p);
+        return;
+    }
+    uint64_t w = (uint64_t)r->ra_window;
+    ra_passed(r, p > 2 * w ? p - 2 * w : 0, p);
     uint64_t start = p + 1, end = p + 1 + w;
-    uint64_t next = __atomic_load_n(&r->ra_next, __ATOMIC_RELAXED);
+    uint64_t next = __atomic_load_n(ra_next, __ATOMIC_RELAXED);
     if (next > start && next < end)
         start = next;
     if (end > r->npages)
@@ -306,7 +439,7 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
         if (!k)
             break;
         int full = 0;
-        unsigned n = ra_claim(r, q, k, &full, 1);
+        unsigned n = ra_claim(r, q, k, &full, 1, 1);
         if (n < k)
             ra_release(r, slot + n, k - n);
         if (!n) {
@@ -315,26 +448,13 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
             q++;               /* raced with a fault on it */
             continue;
         }
-        struct nv_gm_ra_op *op = &r->ra_op[slot];
-        op->r = r;
-        op->page = q;
-        op->slot = slot;
-        op->n = n;
-        nv_gm_used_upto(r, q + n);
-        op->fault = 0;
-        op->dirty = ra_as_dirty(r);
-        __atomic_fetch_add(&r->c.ra_issued, n, __ATOMIC_RELAXED);
-        if (r->store->ops->fetchn_nb(r->store, q, n, r->ra_buf + (size_t)slot * NV_GM_PAGE, ra_done, op) !=
-            NETVM_OK) {
-            ra_unclaim(r, q, n);
-            ra_release(r, slot, n);
+        if (ra_issue(r, q, n, slot) != 0)
             break;
-        }
         q += n;
         if (full)
             break;
     }
-    __atomic_store_n(&r->ra_next, q, __ATOMIC_RELAXED);
+    __atomic_store_n(ra_next, q, __ATOMIC_RELAXED);
     if (q < end && __atomic_load_n(&r->resident, __ATOMIC_RELAXED) >= r->budget)
         ra_ask_room(r);
 }
@@ -342,14 +462,14 @@ void nv_gm_readahead(struct nv_gm_region *r, uint64_t p)
 /* Why a sequential fault's own page rides in the first run: fetched by a
  * call of its own, every window began with a round trip that the fault
  * thread sat through before the run behind it was even asked for. */
-int nv_gm_readahead_with(struct nv_gm_region *r, uint64_t p, uint64_t t0)
+int nv_gm_readahead_with(struct nv_gm_region *r, int sx, uint64_t p, uint64_t t0)
 {
     unsigned slot, want = r->npages - p < r->ra_run ? (unsigned)(r->npages - p) : r->ra_run;
     unsigned k = ra_grab(r, want, &slot);
     if (!k)
         return -1;
     int full = 0;
-    unsigned n = 1 + (k > 1 ? ra_claim(r, p + 1, k - 1, &full, 1) : 0);
+    unsigned n = 1 + (k > 1 ? ra_claim(r, p + 1, k - 1, &full, 1, 1) : 0);
     if (n < k)
         ra_release(r, slot + n, k - n);
     nv_gm_used_upto(r, p + n);
@@ -367,9 +487,9 @@ int nv_gm_readahead_with(struct nv_gm_region *r, uint64_t p, uint64_t t0)
         ra_release(r, slot, n);
         return -1;
     }
-    __atomic_store_n(&r->ra_next, p + n, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->ra_stream[sx].next, p + n, __ATOMIC_RELAXED);
     if (!full)
-        nv_gm_readahead(r, p);
+        nv_gm_readahead(r, sx, p, 1);
     return 0;
 }
 
@@ -386,7 +506,7 @@ int nv_gm_readahead_with(struct nv_gm_region *r, uint64_t p, uint64_t t0)
 #define NV_GM_ZERO_RUN 64u
 static unsigned char zero_run[NV_GM_ZERO_RUN * NV_GM_PAGE] __attribute__((aligned(4096)));
 
-unsigned nv_gm_zero_ahead(struct nv_gm_region *r, uint64_t p, uintptr_t a)
+unsigned nv_gm_zero_ahead(struct nv_gm_region *r, int sx, uint64_t p, uintptr_t a)
 {
     uint64_t max = (uint64_t)r->ra_window < NV_GM_ZERO_RUN ? (uint64_t)r->ra_window : NV_GM_ZERO_RUN;
     if (max > r->npages - p)
@@ -398,7 +518,7 @@ unsigned nv_gm_zero_ahead(struct nv_gm_region *r, uint64_t p, uintptr_t a)
     if (k < 2)
         return 0;
     int full = 0;
-    unsigned n = 1 + ra_claim(r, p + 1, (unsigned)(k - 1), &full, 0);
+    unsigned n = 1 + ra_claim(r, p + 1, (unsigned)(k - 1), &full, 0, 1);
     if (full)
         ra_ask_room(r);
     if (n < 2)
@@ -428,7 +548,7 @@ unsigned nv_gm_zero_ahead(struct nv_gm_region *r, uint64_t p, uintptr_t a)
     if (placed < n)
         ra_unclaim(r, p + placed, n - placed);
     nv_gm_used_upto(r, p + placed);
-    __atomic_store_n(&r->ra_next, p + placed, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->ra_stream[sx].next, p + placed, __ATOMIC_RELAXED);
     /* one wake for the run: the faulting thread, and any other that
      * faulted on a page of it meanwhile and found it BUSY */
     nv_gm_uffd_wake(r->uffd, a, (size_t)n * NV_GM_PAGE);

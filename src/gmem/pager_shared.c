@@ -61,6 +61,7 @@ void nv_gm_region_refetch(netvm_gmem_t *region, uint64_t first, uint64_t n)
     }
     /* MMB prefetches a block when it is mapped: read-ahead from its first
      * page (the program's fault on that one fetches it) */
-    if (r->ra_window > 0 && n > 1 && first < r->npages)
-        nv_gm_readahead(r, first);
+    int dir, sx = r->ra_window > 0 && n > 1 && first < r->npages ? nv_gm_stream_of(r, first, &dir) : -1;
+    if (sx >= 0)
+        nv_gm_readahead(r, sx, first, 1);
 }

@@ -240,6 +240,7 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
     pthread_mutex_init(&r->wb_lock, NULL);
     pthread_mutex_init(&r->drop_lock, NULL);
     pthread_mutex_init(&r->read_lock, NULL);
+    pthread_mutex_init(&r->ra_lock, NULL);
     pthread_mutex_init(&r->child_lock, NULL);
 
     st = open_uffds(r);
