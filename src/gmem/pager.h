@@ -51,6 +51,11 @@ enum {
 #define NV_GM_STREAMS 8  /* sequential streams read-ahead follows at once (pager_ra.c) */
 #define NV_GM_RD_WINDOW 256
 #define NV_GM_RD_SAMPLE 8
+/* read-ahead's sample is a run (16-64 pages), not a page: one in 8 kept
+ * 12% of a sort's read-ahead protected, a third of its write-protect
+ * faults; one in 32 still closes a window every 8192 pages (32 MiB) read ahead
+ * (performance.md, "Read-ahead runs placed dirty") */
+#define NV_GM_RA_SAMPLE 32
 #define NV_GM_RABUF 256  /* read-ahead buffers (a bit each in ra_free; a run's lie in one word) */
 #define NV_GM_RA_LARGE_BUDGET 16384u  /* pages (64 MiB): from here the default window is 128 (pager_ra.c) */
 

@@ -41,7 +41,7 @@
  * So, as for read faults (pager_fault.c, read_as_dirty), the pages placed
  * protected are counted with their first writes over windows of
  * NV_GM_RD_WINDOW, and from a quarter written the runs are placed writable
- * and dirty, one in NV_GM_RD_SAMPLE still protected to go on measuring. A
+ * and dirty, one in NV_GM_RA_SAMPLE still protected to go on measuring. A
  * dirty page is written back when evicted even if the program never
  * wrote it: the price of a wrong guess, off the program's path. */
 #include "gmem/pager.h"
@@ -140,7 +140,7 @@ static int ra_as_dirty(struct nv_gm_region *r)
 {
     if (!r->rd_adapt || r->read_only || !__atomic_load_n(&r->ra_dirty, __ATOMIC_RELAXED))
         return 0;
-    return __atomic_fetch_add(&r->ra_sample, 1, __ATOMIC_RELAXED) % NV_GM_RD_SAMPLE != 0;
+    return __atomic_fetch_add(&r->ra_sample, 1, __ATOMIC_RELAXED) % NV_GM_RA_SAMPLE != 0;
 }
 
 /* n more pages were placed protected: a window that closes decides. */
