@@ -314,7 +314,7 @@ uint64_t nv_gm_invalidate(void *region, uint64_t first, uint64_t n, int drop);
 /* Take the page at a out of a read-only region (no event, no copy). */
 void nv_gm_zap(struct nv_gm_region *r, uintptr_t a);
 
-/* pager_ra.c */
+/* pager_stream.c, pager_ra.c */
 /* The stream a missing fault on page belongs to: the one it goes on with
  * (*dir = 1 up or -1 down: the page next to its last fault, or the next
  * past what was read ahead for it), or a new one it begins (*dir = 0), in
