@@ -193,6 +193,18 @@ static inline void nv_mpsc_publish(const struct nv_mpsc *q, uint64_t pos)
     atomic_store_explicit(nv_mpsc_seq(q, pos), pos + 1, memory_order_release);
 }
 
+/* The consumer finishes the record whose producer reserved k slots at pos
+ * and died before publishing them: as a record of all k slots' bytes that
+ * begins with the n bytes of rec (the rest is whatever the slots held). */
+static inline void nv_mpsc_finish(const struct nv_mpsc *q, uint64_t pos, size_t k, const void *rec, size_t n)
+{
+    size_t len = k * q->stride - NV_MPSC_REC_HDR;
+    uint8_t l[4] = { (uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24) };
+    memcpy(nv_mpsc_rec(q, pos), l, 4);
+    nv_mpsc_rec_write(q, pos, 0, rec, n);
+    nv_mpsc_publish(q, pos);
+}
+
 /* Push the record a (alen bytes) followed by b (blen bytes): 0, -1 if the
  * ring is full now, -2 if the record can never fit (more than half the
  * ring) or is empty. */

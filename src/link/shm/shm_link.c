@@ -116,6 +116,8 @@ netvm_status_t nv_shm_link_open(struct nv_link **out, int pfd, const struct nv_s
         return NETVM_ERR_NOMEM;
     s->uid = atomic_fetch_add(&next_uid, 1);
     s->asym = nv_membarrier_register() == 0;
+    const char *die = getenv("NETVM_TEST_SHM_DIE_IN_PUSH");
+    atomic_store(&s->test_die_in_push, die ? strtol(die, NULL, 10) : 0);
     shm_ops.caps.am_eager = p->eager;
     s->base.ops = &shm_ops;
     s->base.up = *up;
@@ -313,6 +315,9 @@ static void mark_dead(struct shm_link *s, struct shm_peer *pe)
     shm_poll_all(&s->base);
     if (atomic_exchange(&pe->dead, 1))
         return;
+    /* what it left half-written in our ring would hold up the rest */
+    shm_finish_dead_pushes(s, pe);
+    shm_poll_all(&s->base);
     nv_info("shm link: peer %d (pid %d) exited", pe->lp->id, (int)pe->pid);
     shm_rndv_fail_peer(s, pe);
     s->base.up.peer_down(s->base.up.arg, pe->lp, 0);

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -145,6 +146,40 @@ static netvm_status_t fill_slots(const struct nv_mpsc *q, uint64_t pos, const ui
     return st;
 }
 
+static size_t prefix(uint8_t *out, unsigned kind, uint32_t src);
+
+/* NETVM_TEST_SHM_DIE_IN_PUSH=N (tests only): the process kills itself
+ * after reserving the slots of its Nth message and before publishing
+ * them, the window struct nv_shm_pushrec covers (tests/connect). */
+static void test_die_in_push(struct shm_link *s)
+{
+    if (s->test_die_in_push && atomic_fetch_sub(&s->test_die_in_push, 1) == 1)
+        raise(SIGKILL);
+}
+
+void shm_finish_dead_pushes(struct shm_link *s, struct shm_peer *pe)
+{
+    struct nv_mpsc q = nv_shm_ring_view(s->self);
+    uint64_t head = atomic_load_explicit(q.head, memory_order_acquire);
+    for (int i = 0; i < NV_SHM_OP_SLOTS; i++) {
+        struct nv_shm_pushrec *pr = &pe->hdr->push[i];
+        uint64_t at = atomic_load_explicit(&pr->pos, memory_order_acquire);
+        if (!at || atomic_load_explicit(&pr->target, memory_order_relaxed) != (uint32_t)s->self->pid)
+            continue;
+        uint64_t pos = at - 1;
+        uint32_t k = atomic_load_explicit(&pr->k, memory_order_relaxed);
+        /* taken in already, or published (taken in as it is), or no
+         * reservation a producer of ours makes */
+        if (pos < head || atomic_load_explicit(nv_mpsc_seq(&q, pos), memory_order_acquire) == pos + 1 || !k ||
+            k > (q.mask + 1) / 2 || pos + k - head > q.mask + 1)
+            continue;
+        uint8_t rec[SHM_REC_PREFIX];
+        prefix(rec, SHM_REC_VOID, (uint32_t)pe->lp->id);
+        nv_mpsc_finish(&q, pos, k, rec, sizeof rec);
+        nv_info("shm link: peer %d died while it wrote a message to us; the message is dropped", pe->lp->id);
+    }
+}
+
 /* Put a record (a, then b) into pe's ring. wait: the caller may wait for
  * room (it keeps our own ring moving meanwhile, so two processes filling
  * each other's rings never wedge); else it spills. guarded: b is the
@@ -158,7 +193,19 @@ static netvm_status_t push(struct shm_link *s, struct shm_peer *pe, const uint8_
             uint64_t pos;
             int rc = nv_mpsc_reserve(&q, alen + blen, &pos);
             if (rc == 0) {
+                /* the reservation is on record until published */
+                int ts = shm_thread_slot(s);
+                struct nv_shm_pushrec *pr = ts < NV_SHM_OP_SLOTS ? &s->self->push[ts] : NULL;
+                if (pr) {
+                    atomic_store_explicit(&pr->target, (uint32_t)pe->pid, memory_order_relaxed);
+                    atomic_store_explicit(&pr->k, (uint32_t)nv_mpsc_rec_slots(&q, alen + blen),
+                                          memory_order_relaxed);
+                    atomic_store_explicit(&pr->pos, pos + 1, memory_order_release);
+                }
+                test_die_in_push(s);
                 netvm_status_t st = fill_slots(&q, pos, a, alen, b, blen, guarded);
+                if (pr)
+                    atomic_store_explicit(&pr->pos, 0, memory_order_release);
                 if (st == NETVM_OK)
                     shm_ring_doorbell(pe);
                 return st;

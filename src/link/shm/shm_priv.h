@@ -56,6 +56,7 @@ struct shm_link {
     uint64_t           gen;        /* publish generations */
     int                asym;       /* membarrier registered: accesses fence with a compiler barrier */
     uint64_t           uid;        /* unique in the process (a thread's cached op slot names it) */
+    _Atomic long       test_die_in_push;  /* NETVM_TEST_SHM_DIE_IN_PUSH (shm_msg.c); 0: off */
     struct nv_link_ev  doorbell_ev;   /* epoll token: our doorbell */
     pthread_mutex_t    peers_lock;
     struct shm_peer   *peers;      /* attached peers (revocation fences look at each) */
@@ -110,6 +111,13 @@ int            shm_poll(struct nv_link *l, struct nv_lpeer *lp);
 void           shm_poll_all(struct nv_link *l);
 void           shm_ring_doorbell(struct shm_peer *pe);
 void           shm_rndv_fail_peer(struct shm_link *s, struct shm_peer *pe);
+/* A peer died: finish as void the records it had reserved in our ring and
+ * not published (struct nv_shm_pushrec). */
+void           shm_finish_dead_pushes(struct shm_link *s, struct shm_peer *pe);
+/* The calling thread's slot among the process's per-thread words of the
+ * shm block (the revocation fence's, the push records'); NV_SHM_OP_SLOTS
+ * for threads beyond them. */
+int            shm_thread_slot(struct shm_link *s);
 void           shm_spill_free(struct shm_peer *pe);
 
 /* shm_os.c: the system calls, isolated */

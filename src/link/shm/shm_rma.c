@@ -267,6 +267,11 @@ static int my_op_slot(struct shm_link *s)
     return op_slot;
 }
 
+int shm_thread_slot(struct shm_link *s)
+{
+    return my_op_slot(s);
+}
+
 struct op_mark {
     _Atomic uint64_t *w;
     uint64_t          seq;   /* 0: the shared count */
