@@ -8,7 +8,7 @@
  *   copy down: a page read from the top half and written into the bottom
  *          half, both going down (glibc's memcpy of a large block here).
  * Every page holds what was written last, checked after the passes.
- * Usage: ra_streams [PAGES] (PAGES >= 4096, a multiple of 4) */
+ * Usage: ra_streams [PAGES] (PAGES >= 2048, a multiple of 4) */
 #include "gmem_test.h"
 
 #include <stdio.h>
@@ -41,7 +41,7 @@ static void expect_few(const char *pass, uint64_t f, uint64_t pages)
 int main(int argc, char **argv)
 {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 8192;
-    CHECK(n >= 4096 && n % 4 == 0);
+    CHECK(n >= 2048 && n % 4 == 0);
     netvm_gmem_opts_t o = { .budget = n / 4 * GPAGE, .readahead = 0 };
     CHECK_OK(netvm_gmem_map(gt_ctx(), n * GPAGE, &o, &g, (void **)&m));
     /* word 0: the page's number; word 1: what the passes wrote */

@@ -8,7 +8,7 @@
  * page keeps its data through the evictions of both passes (the region is
  * four times the budget), so a page placed dirty and then written is
  * written back, never dropped.
- * Usage: ra_wp [PAGES] [auto|always] (PAGES >= 4096) */
+ * Usage: ra_wp [PAGES] [auto|always] (PAGES >= 2048) */
 #include "gmem_test.h"
 
 #include <stdio.h>
@@ -18,7 +18,7 @@ int main(int argc, char **argv)
 {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 8192;
     int always = argc > 2 && !strcmp(argv[2], "always");
-    CHECK(n >= 4096);
+    CHECK(n >= 2048);
     CHECK(setenv("NETVM_GMEM_READ_WP", always ? "always" : "auto", 1) == 0);
     netvm_gmem_opts_t o = { .budget = n / 4 * GPAGE, .readahead = 0 };
     netvm_gmem_t *g;
