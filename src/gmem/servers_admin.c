@@ -220,11 +220,20 @@ netvm_status_t nv_gm_evacuate(struct nv_gm_servers *g, int idx)
     struct nv_gm_srv *s = &g->srv[idx];
     nv_gm_move_off(g, idx);
     uint64_t before = atomic_load(&s->pages_held);
-    for (int stuck = 0; atomic_load(&s->pages_held) && stuck < 3;) {
+    for (int stuck = 0; atomic_load(&s->pages_held) && stuck < 6;) {
         each_region(g, repair_one, 0);
         uint64_t now = atomic_load(&s->pages_held);
         stuck = now < before ? 0 : stuck + 1;
         before = now;
+        /* a page that could not move this round may be busy for a moment
+         * (a fetch or a move of it in flight): the next round waits a
+         * little, longer each time (10 ms .. 160 ms, 310 ms in all), where
+         * three rounds back to back once gave up on one page under
+         * ThreadSanitizer on a loaded machine */
+        if (stuck && stuck < 6 && now) {
+            struct timespec ts = { 0, 10000000L << (stuck - 1) };
+            nanosleep(&ts, NULL);
+        }
     }
     return atomic_load(&s->pages_held) ? NETVM_ERR_NOMEM : NETVM_OK;
 }
