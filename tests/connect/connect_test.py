@@ -158,6 +158,15 @@ def t_leave(w, link):
     no_complaints(s, c, j, h)
 
 
+def stop_traffic(clients):
+    """Stop "traffic" clients; each must have done some and leave cleanly."""
+    for c in clients:
+        c.send("stop")
+        n = int(c.wait(r"^TRAFFIC OK (\d+)").group(1))
+        check(n > 0, "no traffic")
+        c.exit(0)
+
+
 def t_die(w, link):
     s = w.server()
     t = [w.client(s.addr, "traffic", "--link", link, "--idx", str(i)) for i in range(3)]
@@ -176,11 +185,7 @@ def t_die(w, link):
     hid = ups(s, 4, link)[3]
     h.send("op")
     h.wait(r"^OP OK")
-    for c in t[1:]:
-        c.send("stop")
-        n = int(c.wait(r"^TRAFFIC OK (\d+)").group(1))
-        check(n > 0, "no traffic")
-        c.exit(0)
+    stop_traffic(t[1:])
     h.send("quit")
     h.exit(0)
     for pid in ids[1:] + [hid]:
@@ -231,11 +236,7 @@ def t_diepush(w, link):
     h.wait(r"^CONNECTED OK")
     h.send("op")
     h.wait(r"^OP OK")
-    for c in t:
-        c.send("stop")
-        n = int(c.wait(r"^TRAFFIC OK (\d+)").group(1))
-        check(n > 0, "no traffic")
-        c.exit(0)
+    stop_traffic(t)
     h.send("quit")
     h.exit(0)
     peers(s, 0)
