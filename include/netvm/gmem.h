@@ -51,7 +51,8 @@ typedef struct {
     int         replicas;        /* R: servers holding each page (NETVM_GMEM_REPLICAS; default 2 when
                                     two or more servers exist, else 1) */
     int         write_policy;    /* NETVM_GMEM_WRITE_* (NETVM_GMEM_WRITE) */
-    int         fault_threads;   /* threads serving faults (NETVM_GMEM_THREADS) */
+    int         fault_threads;   /* threads serving faults (NETVM_GMEM_THREADS; 0 and unset: 1 when
+                                    the calling thread may run on two CPUs or fewer, else 2) */
     const char *servers;         /* "tcp:HOST:PORT,tcp:HOST:PORT,..." (NETVM_GMEM_SERVERS); none:
                                     local servers are started (NETVM_GMEM_EMBEDDED) */
     const void *credential;      /* the servers' credential (16-64 bytes); NULL: the file named by

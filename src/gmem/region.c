@@ -1,6 +1,7 @@
 /* The region API of include/netvm/gmem.h: a private anonymous mapping
  * (transparent huge pages off) registered with userfaultfd for missing
  * and write-protect faults, its pager threads, and its store. */
+#define _GNU_SOURCE
 #include "gmem/own_ctx.h"
 #include "gmem/pager.h"
 #include "gmem/region_int.h"
@@ -8,6 +9,7 @@
 #include "util/log.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,22 @@ static void *map_anon(size_t len)
 {
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
+}
+
+/* The default number of fault threads: one where the process may run on
+ * two CPUs or fewer, two otherwise. A second fault thread serves a second
+ * program thread's fault while the first waits for its page, but each
+ * fault also wakes the sleeping one for nothing when the first thread,
+ * polling, reads it first; with two CPUs shared by the program, its fault
+ * threads and the memory servers, one thread was faster on every
+ * benchmark, two faulting program threads included (performance.md,
+ * "One fault thread on two CPUs"). */
+static int default_fault_threads(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 2;
+    return CPU_COUNT(&set) <= 2 ? 1 : 2;
 }
 
 struct opts {
@@ -79,7 +97,13 @@ static netvm_status_t resolve(const netvm_gmem_opts_t *o, struct opts *out)
     }
     if (out->write_policy != NETVM_GMEM_WRITE_BACK && out->write_policy != NETVM_GMEM_WRITE_EARLY)
         return NETVM_ERR_INVAL;
-    out->threads = o && o->fault_threads ? o->fault_threads : (int)nv_config_long("NETVM_GMEM_THREADS", 1, 64);
+    const char *th_env = getenv("NETVM_GMEM_THREADS");
+    if (o && o->fault_threads)
+        out->threads = o->fault_threads;
+    else if (th_env && *th_env)
+        out->threads = (int)nv_config_long("NETVM_GMEM_THREADS", 1, 64);
+    else
+        out->threads = default_fault_threads();
     if (out->threads < 1 || out->threads > 64)
         return NETVM_ERR_INVAL;
     const char *wp = nv_config_str("NETVM_GMEM_READ_WP");

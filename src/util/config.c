@@ -52,7 +52,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_GMEM_READAHEAD", "64",    "pages fetched ahead when faults run sequentially; 0: none" },
     { "NETVM_GMEM_REPLICAS",  "0",     "servers holding each page (0: 2 when two or more servers exist, else 1)" },
     { "NETVM_GMEM_WRITE",     "back",  "write policy: back (dirty pages written when evicted or synced) or early (also cleaned ahead of eviction)" },
-    { "NETVM_GMEM_THREADS",   "2",     "threads serving a region's page faults" },
+    { "NETVM_GMEM_THREADS",   NULL,    "threads serving a region's page faults (unset: 1 on a process allowed two CPUs or fewer, else 2)" },
     { "NETVM_GMEM_READ_WP",   "auto",  "read faults placed write-protected: auto (not while most are written soon) or always" },
     { "NETVM_GMEM_SPIN_US",   "50",    "us a fault thread keeps polling after a fault before it sleeps" },
     { "NETVM_GMEM_TIMEOUT",   "2000",  "ms a memory server may take to answer before its replica is used and it is suspected" },

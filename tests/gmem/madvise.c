@@ -35,7 +35,9 @@ int main(int argc, char **argv)
     budget = argc > 1 ? strtoul(argv[1], NULL, 0) : 512;
     int rounds = argc > 2 ? atoi(argv[2]) : 2000;
     npages = 4 * budget;
-    netvm_gmem_opts_t o = { .budget = budget * GPAGE };
+    /* two fault threads whatever the default: a discard's event may then
+     * be read by one while the other serves a fault of the same page */
+    netvm_gmem_opts_t o = { .budget = budget * GPAGE, .fault_threads = 2 };
     netvm_gmem_t *g;
     CHECK_OK(netvm_gmem_map(gt_ctx(), npages * GPAGE, &o, &g, (void **)&m));
     struct nv_gm_region *r = nv_gm_region_of(g);

@@ -63,7 +63,9 @@ int main(int argc, char **argv)
     size_t budget = argc > 2 ? strtoul(argv[2], NULL, 0) : 1024;
     npages = 4 * budget;
     shared_pages = budget / 2;
-    netvm_gmem_opts_t o = { .budget = budget * GPAGE, .readahead = -1 };
+    /* four fault threads whatever the default (one on two CPUs): the
+     * threads' races on one page are what this test is about */
+    netvm_gmem_opts_t o = { .budget = budget * GPAGE, .readahead = -1, .fault_threads = 4 };
     netvm_gmem_t *g;
     CHECK_OK(netvm_gmem_map(gt_ctx(), npages * GPAGE, &o, &g, (void **)&m));
     ver = calloc(npages, sizeof *ver);
