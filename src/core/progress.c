@@ -543,11 +543,16 @@ static void *progress_main(void *arg)
         /* after a wake-up, linger: a burst of requests then costs one
          * wake-up, not one each */
         uint64_t until = nv_now_ns() + ctx->linger_ns;
+        unsigned idle = 0;
         do {
-            if (!ctx->lent && nv_progress_pass(ctx))
+            if (!ctx->lent && nv_progress_pass(ctx)) {
                 until = nv_now_ns() + ctx->linger_ns;
-            else
-                nv_cpu_relax();
+                idle = 0;
+            } else {
+                /* yields as a waiting spin does: a lingering thread gives
+                 * the CPU to whoever shares it */
+                nv_spin_pause(ctx->spin_yield, idle++);
+            }
         } while (ctx->linger_ns && nv_now_ns() < until);
         /* asleep on P (not lent): producers must ring; prepared and done
          * on the same decision, the counts stay balanced */
