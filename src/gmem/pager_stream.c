@@ -54,4 +54,3 @@ int nv_gm_stream_of(struct nv_gm_region *r, uint64_t p, int *dir)
     pthread_mutex_unlock(&r->ra_lock);
     return v;
 }
-

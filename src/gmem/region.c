@@ -97,7 +97,7 @@ static netvm_status_t resolve(const netvm_gmem_opts_t *o, struct opts *out)
     }
     if (out->write_policy != NETVM_GMEM_WRITE_BACK && out->write_policy != NETVM_GMEM_WRITE_EARLY)
         return NETVM_ERR_INVAL;
-    const char *th_env = getenv("NETVM_GMEM_THREADS");
+    const char *th_env = nv_config_str("NETVM_GMEM_THREADS");   /* no default: unset is NULL */
     if (o && o->fault_threads)
         out->threads = o->fault_threads;
     else if (th_env && *th_env)

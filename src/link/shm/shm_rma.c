@@ -242,7 +242,7 @@ static void op_slot_release(void *v)
 
 static void op_slot_key_make(void) { pthread_key_create(&op_slot_key, op_slot_release); }
 
-static int my_op_slot(struct shm_link *s)
+int shm_thread_slot(struct shm_link *s)
 {
     if (op_slot < 0) {
         pthread_once(&op_slot_once, op_slot_key_make);
@@ -267,11 +267,6 @@ static int my_op_slot(struct shm_link *s)
     return op_slot;
 }
 
-int shm_thread_slot(struct shm_link *s)
-{
-    return my_op_slot(s);
-}
-
 struct op_mark {
     _Atomic uint64_t *w;
     uint64_t          seq;   /* 0: the shared count */
@@ -287,7 +282,7 @@ static inline struct op_mark access_begin(struct shm_link *s)
 {
     struct op_mark m;
     if (__builtin_expect(op_cache.uid != s->uid, 0)) {
-        int i = my_op_slot(s);
+        int i = shm_thread_slot(s);
         m.w = &s->self->op[i].seq;
         if (i == NV_SHM_OP_SLOTS) {
             atomic_fetch_add_explicit(m.w, 1, memory_order_seq_cst);
