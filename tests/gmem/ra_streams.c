@@ -8,6 +8,12 @@
  *   copy down: a page read from the top half and written into the bottom
  *          half, both going down (glibc's memcpy of a large block here).
  * Every page holds what was written last, checked after the passes.
+ * Read-ahead never evicts: with the budget full it waits for the evictor
+ * (pager_ra.c), so on a machine busy enough to starve the evictor thread
+ * a pass can fault far more. Each pass (all three are idempotent) is
+ * therefore run up to three times and one run within the bound passes;
+ * without stream following every run is over it (6208 faults for 8192
+ * pages going down).
  * Usage: ra_streams [PAGES] (PAGES >= 2048, a multiple of 4) */
 #include "gmem_test.h"
 
@@ -29,18 +35,52 @@ static uint64_t faults(void)
     return s.faults;
 }
 
-static void expect_few(const char *pass, uint64_t f, uint64_t pages)
+static uint64_t n, q;
+
+static void pass_down(void)
 {
-    printf("ra_streams: %s: %llu faults for %llu pages\n", pass, (unsigned long long)f,
-           (unsigned long long)pages);
-    if (f > pages / 4)
-        FAILF("%s: %llu faults for %llu pages in sequential streams: read-ahead did not follow them", pass,
-              (unsigned long long)f, (unsigned long long)pages);
+    for (uint64_t p = n; p-- > 0;)
+        if (word(p)[0] != p)
+            FAILF("down: page %llu reads %llu", (unsigned long long)p, (unsigned long long)word(p)[0]);
+}
+
+/* a quarter and a quarter merged into the last half (going down) */
+static void pass_merge(void)
+{
+    for (uint64_t i = 0; i < q; i++) {
+        uint64_t a = word(i)[0], b = word(q + i)[0];
+        word(n - 1 - 2 * i)[1] = a + 1;
+        word(n - 2 - 2 * i)[1] = b + 1;
+    }
+}
+
+/* the top half copied down into the bottom half, both going down */
+static void pass_copy_down(void)
+{
+    for (uint64_t i = n / 2; i-- > 0;)
+        word(i)[1] = word(n / 2 + i)[1] + 7;
+}
+
+/* Run pass until it takes at most n / 4 faults, three times at most. */
+static void expect_few(const char *name, void (*pass)(void))
+{
+    uint64_t f = 0;
+    for (int run = 1; run <= 3; run++) {
+        uint64_t f0 = faults();
+        pass();
+        f = faults() - f0;
+        printf("ra_streams: %s (run %d): %llu faults for %llu pages\n", name, run, (unsigned long long)f,
+               (unsigned long long)n);
+        if (f <= n / 4)
+            return;
+    }
+    FAILF("%s: %llu faults for %llu pages in sequential streams: read-ahead did not follow them", name,
+          (unsigned long long)f, (unsigned long long)n);
 }
 
 int main(int argc, char **argv)
 {
-    uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 8192;
+    n = argc > 1 ? strtoull(argv[1], NULL, 0) : 8192;
     CHECK(n >= 2048 && n % 4 == 0);
     netvm_gmem_opts_t o = { .budget = n / 4 * GPAGE, .readahead = 0 };
     CHECK_OK(netvm_gmem_map(gt_ctx(), n * GPAGE, &o, &g, (void **)&m));
@@ -49,27 +89,10 @@ int main(int argc, char **argv)
         word(p)[0] = p;
     CHECK_OK(netvm_gmem_sync(g));
 
-    uint64_t f0 = faults();
-    for (uint64_t p = n; p-- > 0;)
-        if (word(p)[0] != p)
-            FAILF("down: page %llu reads %llu", (unsigned long long)p, (unsigned long long)word(p)[0]);
-    expect_few("down", faults() - f0, n);
-
-    /* a quarter and a quarter merged into the last half (going down) */
-    uint64_t q = n / 4;
-    f0 = faults();
-    for (uint64_t i = 0; i < q; i++) {
-        uint64_t a = word(i)[0], b = word(q + i)[0];
-        word(n - 1 - 2 * i)[1] = a + 1;
-        word(n - 2 - 2 * i)[1] = b + 1;
-    }
-    expect_few("merge", faults() - f0, n);
-
-    /* the top half copied down into the bottom half, both going down */
-    f0 = faults();
-    for (uint64_t i = n / 2; i-- > 0;)
-        word(i)[1] = word(n / 2 + i)[1] + 7;
-    expect_few("copy down", faults() - f0, n);
+    q = n / 4;
+    expect_few("down", pass_down);
+    expect_few("merge", pass_merge);
+    expect_few("copy down", pass_copy_down);
 
     for (uint64_t i = 0; i < q; i++) {
         uint64_t want[2] = { i + 1 + 7, q + i + 1 + 7 };
