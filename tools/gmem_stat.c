@@ -54,8 +54,10 @@ void nv_gmem_stats_print(FILE *f, const struct nvp_stats_file *s)
             (long long)s->pid, s->prog, s->exited ? "" : " running", mib(s->budget),
             (double)s->reserve / (1024.0 * 1024.0 * 1024.0), (double)s->threshold / 1024.0,
             s->glibc_malloc ? "glibc's (intercepted)" : "the program's own (its mmap intercepted)");
-    fprintf(f, "    faults %llu (zero-filled %llu), fetched %llu pages, read ahead %llu (used %llu, wasted %llu)\n",
+    fprintf(f, "    faults %llu (zero-filled %llu), fetched %llu pages (%llu read directly), read ahead %llu (used %llu, "
+               "wasted %llu)\n",
             (unsigned long long)g->faults, (unsigned long long)g->zero_fills, (unsigned long long)g->remote_fetches,
+            (unsigned long long)g->direct_fetches,
             (unsigned long long)g->readahead_issued, (unsigned long long)g->readahead_hits,
             (unsigned long long)g->readahead_waste);
     fprintf(f, "    write-protect faults %llu, pages placed dirty %llu\n", (unsigned long long)g->wp_faults,
@@ -90,7 +92,7 @@ void nv_gmem_stats_json(FILE *f, const struct nvp_stats_file *s)
             "\"fault_ns_p99\": %llu, \"fault_ns_p999\": %llu, \"fault_ns_max\": %llu, \"mmaps\": %llu, "
             "\"munmaps\": %llu, \"mremaps\": %llu, \"mallocs\": %llu, \"frees\": %llu, \"reallocs\": %llu, "
             "\"realloc_moves\": %llu, \"discards\": %llu, \"live_bytes\": %llu, \"peak_live_bytes\": %llu, "
-            "\"wp_faults\": %llu, \"placed_dirty\": %llu}\n",
+            "\"wp_faults\": %llu, \"placed_dirty\": %llu, \"direct_fetches\": %llu}\n",
             (long long)s->pid, s->prog, s->exited ? "true" : "false", (unsigned long long)s->budget,
             (unsigned long long)s->reserve, (unsigned long long)s->threshold, s->glibc_malloc ? "true" : "false",
             (unsigned long long)g->faults, (unsigned long long)g->zero_fills, (unsigned long long)g->remote_fetches,
@@ -107,5 +109,5 @@ void nv_gmem_stats_json(FILE *f, const struct nvp_stats_file *s)
             (unsigned long long)s->n.reallocs, (unsigned long long)s->n.realloc_moves,
             (unsigned long long)s->n.discards, (unsigned long long)s->n.live_bytes,
             (unsigned long long)s->n.peak_live_bytes, (unsigned long long)g->wp_faults,
-            (unsigned long long)g->placed_dirty);
+            (unsigned long long)g->placed_dirty, (unsigned long long)g->direct_fetches);
 }

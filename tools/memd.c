@@ -24,7 +24,7 @@ struct memd_opts {
     char      listen[128];
     long long size, client_max, drain_ms;
     char      cred_file[512];
-    int       cred_fd, ready_fd, embedded, max_peers;
+    int       cred_fd, ready_fd, embedded, max_peers, no_direct;
 };
 
 static void usage(FILE *f)
@@ -33,7 +33,7 @@ static void usage(FILE *f)
             "usage: netvm memd --listen tcp:HOST:PORT --size BYTES\n"
             "                  (--credential-file PATH | --credential-fd N)\n"
             "                  [--client-max BYTES] [--drain-ms MS] [--ready-fd N] [--embedded]\n"
-            "                  [--max-peers N] [--config FILE]\n"
+            "                  [--max-peers N] [--no-direct] [--config FILE]\n"
             "  --listen       address to serve (PORT 0: the kernel picks one)\n"
             "  --size         pool donated, with K, M, G or T suffix\n"
             "  --credential-file  16-64 bytes clients must prove; readable by its owner only\n"
@@ -42,6 +42,8 @@ static void usage(FILE *f)
             "  --drain-ms     on SIGTERM/SIGINT, how long clients get to move their pages (10000)\n"
             "  --ready-fd     write the address and a newline to this fd once listening, close it\n"
             "  --embedded     exit when the parent process dies; no banner on stdout\n"
+            "  --no-direct    clients on this machine ask for every page (by default they read the pool\n"
+            "                 directly, as they could with process_vm_readv; remote clients always ask)\n"
             "  --config       key = value lines: listen, size, credential-file, client-max, drain-ms,\n"
             "                 max-peers (flags given as well win)\n");
 }
@@ -135,6 +137,10 @@ static int parse(struct memd_opts *o, int argc, char **argv)
         }
         if (!strcmp(a, "--embedded")) {
             o->embedded = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-direct")) {
+            o->no_direct = 1;
             continue;
         }
         if (i + 1 >= argc || strncmp(a, "--", 2) != 0) {
@@ -287,7 +293,8 @@ int nv_cmd_memd(int argc, char **argv)
         return 1;
     }
     struct nv_gm_server_opts so = { .listen = o.listen, .size = (size_t)o.size, .client_max = (size_t)o.client_max,
-                                    .credential = cred, .credential_len = cred_len, .max_peers = o.max_peers };
+                                    .credential = cred, .credential_len = cred_len, .max_peers = o.max_peers,
+                                    .no_direct = o.no_direct };
     struct nv_gm_server *srv;
     st = nv_gm_server_start(ctx, &so, &srv);
     memset(cred, 0, sizeof cred);

@@ -176,6 +176,8 @@ typedef struct {
     uint64_t placed_dirty;       /* pages of read faults and of read-ahead runs placed writable and
                                     dirty, since most such pages were being written soon
                                     (NETVM_GMEM_READ_WP) */
+    uint64_t direct_fetches;     /* of remote_fetches: read straight from the pool of a server on
+                                    this machine, with no request to it (NETVM_GMEM_DIRECT) */
 } netvm_gmem_stats_t;
 netvm_status_t netvm_gmem_stats(const netvm_gmem_t *region, netvm_gmem_stats_t *stats);
 

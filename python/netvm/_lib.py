@@ -58,7 +58,7 @@ class GmemStats(ctypes.Structure):
         "faults", "zero_fills", "remote_fetches", "readahead_issued", "readahead_hits", "readahead_waste",
         "evictions", "evictions_dirty", "writebacks", "bytes_in", "bytes_out", "resident_pages",
         "budget_pages", "fault_ns_p50", "fault_ns_p99", "fault_ns_p999", "fault_ns_max", "resident_peak",
-        "wp_faults", "placed_dirty")]
+        "wp_faults", "placed_dirty", "direct_fetches")]
 
 
 class GmemHealth(ctypes.Structure):

@@ -154,6 +154,7 @@ netvm_status_t netvm_finalize(netvm_ctx_t *ctx)
         return NETVM_ERR_INVAL;
     if (nv_in_handler)
         return NETVM_ERR_STATE;
+    nv_svc_quiesce(ctx);
     /* what this process issued is complete at its targets before anyone
      * leaves (a dead peer's share is simply gone) */
     netvm_status_t fst = netvm_flush(ctx, -1);

@@ -259,6 +259,7 @@ struct netvm_ctx {
     struct {
         void *state;
         void (*destroy)(netvm_ctx_t *ctx, void *state);
+        void (*quiesce)(netvm_ctx_t *ctx, void *state);   /* nv_svc_on_finalize */
     } svc[8];
     _Atomic int       ndeferred; /* messages deferred, all peers */
     unsigned          am_credits_init;
@@ -463,6 +464,7 @@ netvm_status_t nv_am_forward_id(netvm_ctx_t *ctx, int peer, unsigned id, const n
 netvm_status_t nv_msg_init(netvm_ctx_t *ctx);
 /* svc.c: the services' state goes, once no handler can run any more */
 void           nv_svc_fini(netvm_ctx_t *ctx);
+void           nv_svc_quiesce(netvm_ctx_t *ctx);   /* core/svc.h nv_svc_on_finalize */
 void           nv_am_fini(netvm_ctx_t *ctx);
 void           nv_am_upcall(void *arg, struct nv_am_rx *rx);
 void           nv_am_end_upcall(void *arg, struct nv_am_rx *rx, netvm_status_t st);

@@ -72,6 +72,27 @@ void *nv_svc_state(netvm_ctx_t *ctx, unsigned slot, void *(*create)(netvm_ctx_t 
     return s;
 }
 
+void nv_svc_on_finalize(netvm_ctx_t *ctx, unsigned slot, void (*fn)(netvm_ctx_t *ctx, void *state))
+{
+    if (!ctx || slot >= NV_SVC_NSTATE)
+        return;
+    pthread_mutex_lock(&ctx->svc_lock);
+    ctx->svc[slot].quiesce = fn;
+    pthread_mutex_unlock(&ctx->svc_lock);
+}
+
+void nv_svc_quiesce(netvm_ctx_t *ctx)
+{
+    for (unsigned i = 0; i < NV_SVC_NSTATE; i++) {
+        pthread_mutex_lock(&ctx->svc_lock);
+        void *s = ctx->svc[i].state;
+        void (*fn)(netvm_ctx_t *, void *) = ctx->svc[i].quiesce;
+        pthread_mutex_unlock(&ctx->svc_lock);
+        if (s && fn)
+            fn(ctx, s);
+    }
+}
+
 void nv_svc_fini(netvm_ctx_t *ctx)
 {
     for (unsigned i = 0; i < NV_SVC_NSTATE; i++) {

@@ -52,5 +52,11 @@ void *nv_svc_state(netvm_ctx_t *ctx, unsigned slot, void *(*create)(netvm_ctx_t 
                    void (*destroy)(netvm_ctx_t *ctx, void *state));
 /* The state of slot if it was made, else NULL (never creates it). */
 void *nv_svc_state_if(netvm_ctx_t *ctx, unsigned slot);
+/* fn(ctx, state) runs at the start of netvm_finalize, before anything is
+ * flushed, disconnected or released: a service that reads peers' mapped
+ * segments from threads of its own (network memory's direct reads) stops
+ * them there, while its imports are still valid. Set once the slot's
+ * state exists. */
+void  nv_svc_on_finalize(netvm_ctx_t *ctx, unsigned slot, void (*fn)(netvm_ctx_t *ctx, void *state));
 
 #endif

@@ -52,7 +52,12 @@
 
 enum {
     /* args [version, role (NV_GM_ROLE_*), client id (a server: its own server id)]
+     * (a fourth arg, flags: NV_GM_HELLO_VIEW asks for the pool's view)
      * reply args [server id, pool pages, pages one client may hold, pages free]
+     * reply payload, to a client on this machine that asked, when the server
+     * offers direct reads (direct.h): the netvm_seg_handle_t of its pool's
+     * view; none otherwise (a caller without NV_GM_HELLO_VIEW needs no
+     * reply buffer).
      * NETVM_ERR_UNSUPPORTED: another version. */
     NV_GM_HELLO = 0,
     /* args [client id, region, page, npages]; payload npages * NV_GM_PAGE bytes,
@@ -122,6 +127,7 @@ enum {
     NV_GM_NOPS
 };
 
+#define NV_GM_HELLO_VIEW 1u
 enum { NV_GM_ROLE_CLIENT = 0, NV_GM_ROLE_SERVER = 1, NV_GM_ROLE_OBSERVER = 2 /* netvm stat: STAT only */ };
 enum { NV_GM_NOTICE_DRAIN = 1, NV_GM_NOTICE_INVALIDATE = 2 };
 /* CACHE: a file cache's region (gfile.h): its pages never change once

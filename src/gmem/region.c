@@ -466,6 +466,7 @@ netvm_status_t netvm_gmem_stats(const netvm_gmem_t *region, netvm_gmem_stats_t *
         .fault_ns_max = __atomic_load_n(&r->hist.max, __ATOMIC_RELAXED),
         .resident_peak = __atomic_load_n(&r->resident_peak, __ATOMIC_RELAXED),
         .wp_faults = LD(wp_faults), .placed_dirty = LD(placed_dirty),
+        .direct_fetches = __atomic_load_n(&st->direct_fetches, __ATOMIC_RELAXED),
     };
     return NETVM_OK;
 }

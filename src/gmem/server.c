@@ -60,6 +60,7 @@ netvm_status_t nv_gm_server_start(netvm_ctx_t *ctx, const struct nv_gm_server_op
         return NETVM_ERR_NOMEM;
     s->npages = (uint32_t)(o->size / NV_GM_PAGE);
     s->pool_bytes = (size_t)s->npages * NV_GM_PAGE;
+    s->direct = !o->no_direct;
     s->client_max = o->client_max ? o->client_max / NV_GM_PAGE : s->npages;
     if (s->client_max > s->npages)
         s->client_max = s->npages;

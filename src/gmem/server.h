@@ -18,6 +18,7 @@ struct nv_gm_server_opts {
     const void *credential;      /* 16-64 bytes */
     size_t      credential_len;
     int         max_peers;       /* 0: NETVM_LISTEN_MAX_PEERS */
+    int         no_direct;       /* 1: no direct reads of the pool (direct.h) */
 };
 
 /* Map the pool, register the procedures and listen. ctx must be at

@@ -12,6 +12,7 @@
 #ifndef NV_GMEM_SERVER_INT_H
 #define NV_GMEM_SERVER_INT_H
 
+#include "gmem/direct.h"
 #include "gmem/server.h"
 
 #include <pthread.h>
@@ -28,6 +29,7 @@ struct nv_gm_key {
     uint64_t client, region, page;
 };
 
+/* key and next lead, as struct nv_gm_view_entry says (direct reads). */
 struct nv_gm_meta {
     struct nv_gm_key key;
     uint32_t next;            /* hash chain */
@@ -94,6 +96,12 @@ struct nv_gm_server {
     uint64_t            server_id;
     uint8_t            *pool;
     size_t              pool_bytes;
+    /* direct reads (direct.h): pool, buckets, meta and the shards'
+     * sequence words live in view_seg, read-only to the clients given its
+     * handle; NULL when off (then seq is private memory) */
+    int                 direct;       /* asked for (nv_gm_server_opts.no_direct unset) */
+    netvm_seg_t        *view_seg;
+    uint8_t            *seq;          /* NV_GM_SHARDS words, NV_GM_VIEW_SEQ_STRIDE apart */
     uint32_t            npages;
     uint64_t            client_max;    /* pages */
     uint64_t            start_ns;
@@ -153,6 +161,21 @@ static inline struct nv_gm_shard *nv_gm_shard_of(struct nv_gm_server *s, uint64_
 static inline uint8_t *nv_gm_slot_addr(struct nv_gm_server *s, uint32_t slot)
 {
     return s->pool + (size_t)slot * NV_GM_PAGE;
+}
+/* Around every change of a shard's entries or of its pages' bytes, under
+ * its lock: the sequence word is odd meanwhile (direct.h's seqlock). */
+static inline _Atomic uint64_t *nv_gm_seq_of(struct nv_gm_server *s, uint64_t h)
+{
+    return (_Atomic uint64_t *)(s->seq + (h & (NV_GM_SHARDS - 1)) * NV_GM_VIEW_SEQ_STRIDE);
+}
+static inline void nv_gm_shard_wbegin(struct nv_gm_server *s, uint64_t h)
+{
+    atomic_fetch_add_explicit(nv_gm_seq_of(s, h), 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);   /* the odd word before the changes */
+}
+static inline void nv_gm_shard_wend(struct nv_gm_server *s, uint64_t h)
+{
+    atomic_fetch_add_explicit(nv_gm_seq_of(s, h), 1, memory_order_release);
 }
 /* Under the key's shard lock: its slot, or NV_GM_NIL. */
 uint32_t nv_gm_lookup_locked(struct nv_gm_server *s, uint64_t h, const struct nv_gm_key *k);

@@ -82,6 +82,16 @@ static int proc_hello(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
     if (st != NETVM_OK)
         return refuse(s, ctx, call, st);
     uint64_t a[4] = { s->server_id, s->npages, s->client_max, nv_gm_slots_free(s) };
+    /* a client on this machine (the shm link) may read the pool itself
+     * (direct.h); one across the network never learns the view's key */
+    netvm_seg_handle_t vh;
+    netvm_peer_info_t pi;
+    if (call->args[1] == NV_GM_ROLE_CLIENT && call->nargs >= 4 && (call->args[3] & NV_GM_HELLO_VIEW) &&
+        s->view_seg && netvm_peer_info(ctx, call->peer, &pi) == NETVM_OK &&
+        pi.link && !strcmp(pi.link, "shm") && netvm_seg_handle(s->view_seg, &vh) == NETVM_OK) {
+        netvm_rpc_reply(ctx, &call->token, NETVM_OK, a, 4, &vh, sizeof vh);
+        return NETVM_RPC_DONE;
+    }
     return answer(ctx, call, NETVM_OK, a, 4);
 }
 
@@ -133,8 +143,10 @@ static int proc_put(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
             memcpy(nv_gm_slot_addr(s, slot), src + i * NV_GM_PAGE, NV_GM_PAGE);
             nv_gm_insert_locked(s, h, &k, slot, c);
         } else if (slot != NV_GM_NIL) {
+            nv_gm_shard_wbegin(s, h);
             memcpy(nv_gm_slot_addr(s, slot), src + i * NV_GM_PAGE, NV_GM_PAGE);
             s->meta[slot].gen++;
+            nv_gm_shard_wend(s, h);
         } else {
             /* freed by a racing FREE after the count: the reservation ran out */
             pthread_mutex_unlock(&sh->lock);

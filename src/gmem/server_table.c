@@ -4,27 +4,49 @@
 #define _GNU_SOURCE
 #include "gmem/server_int.h"
 
+#include "util/log.h"
+
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
-uint64_t nv_gm_key_hash(const struct nv_gm_key *k)
-{
-    /* splitmix64 rounds: client ids are random, regions and pages small
-     * and dense; the shard (low bits) must spread consecutive pages */
-    uint64_t h = k->client ^ (k->region * 0x9e3779b97f4a7c15ull) ^ (k->page * 0xbf58476d1ce4e5b9ull);
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    h ^= h >> 31;
-    return h;
-}
+_Static_assert(offsetof(struct nv_gm_meta, key.client) == offsetof(struct nv_gm_view_entry, client) &&
+                   offsetof(struct nv_gm_meta, key.region) == offsetof(struct nv_gm_view_entry, region) &&
+                   offsetof(struct nv_gm_meta, key.page) == offsetof(struct nv_gm_view_entry, page) &&
+                   offsetof(struct nv_gm_meta, next) == offsetof(struct nv_gm_view_entry, next),
+               "direct readers see a page table entry as struct nv_gm_view_entry");
+
+uint64_t nv_gm_key_hash(const struct nv_gm_key *k) { return nv_gm_hash3(k->client, k->region, k->page); }
 
 static void *map_zero(size_t len)
 {
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
+}
+
+/* Pool, buckets, entries and sequence words in one segment that clients
+ * on this machine may map (direct.h); 0 when it cannot be made. */
+static int view_init(struct nv_gm_server *s)
+{
+    struct nv_gm_view_hdr h;
+    nv_gm_view_layout(s->npages, s->nbuckets, NV_GM_SHARDS, sizeof(struct nv_gm_meta), &h);
+    void *base;
+    if (netvm_alloc_shared(s->ctx, h.total, NETVM_READ, NULL, &base, &s->view_seg) != NETVM_OK) {
+        nv_warn("memd: cannot share a pool of %zu bytes with clients on this machine; they read through GET",
+                s->pool_bytes);
+        s->view_seg = NULL;
+        return 0;
+    }
+    uint8_t *b = base;
+    h.pid = (uint64_t)getpid();
+    memcpy(b, &h, sizeof h);
+    s->seq = b + h.off_seq;
+    s->buckets = (uint32_t *)(b + h.off_buckets);
+    s->meta = (struct nv_gm_meta *)(b + h.off_meta);
+    s->pool = b + h.off_pool;
+    return 1;
 }
 
 int nv_gm_table_init(struct nv_gm_server *s)
@@ -33,11 +55,14 @@ int nv_gm_table_init(struct nv_gm_server *s)
     while (nb < s->npages && nb < (1u << 31))
         nb <<= 1;
     s->nbuckets = nb;
-    s->pool = map_zero(s->pool_bytes);
-    s->meta = map_zero((size_t)s->npages * sizeof *s->meta);
-    s->buckets = map_zero((size_t)nb * sizeof *s->buckets);
+    if (!s->direct || !view_init(s)) {
+        s->seq = calloc(NV_GM_SHARDS, NV_GM_VIEW_SEQ_STRIDE);
+        s->pool = map_zero(s->pool_bytes);
+        s->meta = map_zero((size_t)s->npages * sizeof *s->meta);
+        s->buckets = map_zero((size_t)nb * sizeof *s->buckets);
+    }
     s->free_stack = map_zero((size_t)s->npages * sizeof *s->free_stack);
-    if (!s->pool || !s->meta || !s->buckets || !s->free_stack)
+    if (!s->seq || !s->pool || !s->meta || !s->buckets || !s->free_stack)
         return -1;
     memset(s->buckets, 0xff, (size_t)nb * sizeof *s->buckets);
     /* lowest slots on top: a small load touches a small part of the pool */
@@ -52,12 +77,16 @@ int nv_gm_table_init(struct nv_gm_server *s)
 
 void nv_gm_table_fini(struct nv_gm_server *s)
 {
-    if (s->pool)
-        munmap(s->pool, s->pool_bytes);
-    if (s->meta)
-        munmap(s->meta, (size_t)s->npages * sizeof *s->meta);
-    if (s->buckets)
-        munmap(s->buckets, (size_t)s->nbuckets * sizeof *s->buckets);
+    /* a view was unexported (and freed) by netvm_finalize before this */
+    if (!s->view_seg) {
+        if (s->pool)
+            munmap(s->pool, s->pool_bytes);
+        if (s->meta)
+            munmap(s->meta, (size_t)s->npages * sizeof *s->meta);
+        if (s->buckets)
+            munmap(s->buckets, (size_t)s->nbuckets * sizeof *s->buckets);
+        free(s->seq);
+    }
     if (s->free_stack)
         munmap(s->free_stack, (size_t)s->npages * sizeof *s->free_stack);
     for (unsigned i = 0; i < NV_GM_FWD_BUCKETS; i++)
@@ -91,11 +120,13 @@ void nv_gm_insert_locked(struct nv_gm_server *s, uint64_t h, const struct nv_gm_
 {
     struct nv_gm_meta *m = &s->meta[slot];
     uint32_t *b = bucket_of(s, h);
+    nv_gm_shard_wbegin(s, h);
     m->key = *k;
     m->next = *b;
     m->client = c;
     m->gen++;
     *b = slot;
+    nv_gm_shard_wend(s, h);
     pthread_mutex_lock(&c->lock);
     m->cprev = NV_GM_NIL;
     m->cnext = c->head;
@@ -116,7 +147,9 @@ int nv_gm_remove_locked(struct nv_gm_server *s, uint64_t h, const struct nv_gm_k
         return 0;
     uint32_t slot = *link;
     struct nv_gm_meta *m = &s->meta[slot];
+    nv_gm_shard_wbegin(s, h);
     *link = m->next;
+    nv_gm_shard_wend(s, h);
     struct nv_gm_client *c = m->client;
     pthread_mutex_lock(&c->lock);
     if (m->cprev != NV_GM_NIL)

@@ -9,6 +9,7 @@
 #include "util/random.h"
 #include "util/time.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,17 @@ static void *set_create(netvm_ctx_t *ctx)
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->cond, NULL);
     return g;
+}
+
+/* netvm_finalize's first step (core/svc.h): no direct read may outlive
+ * the imports finalize releases. */
+static void set_quiesce(netvm_ctx_t *ctx, void *state)
+{
+    (void)ctx;
+    struct nv_gm_servers *g = state;
+    int n = atomic_load_explicit(&g->nservers, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        nv_gm_srv_view_drop(g, i);
 }
 
 static void set_destroy(netvm_ctx_t *ctx, void *state)
@@ -101,6 +113,7 @@ static netvm_status_t set_setup(struct nv_gm_servers *g, const netvm_gmem_opts_t
 {
     g->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms
                                                  : (int)nv_config_long("NETVM_GMEM_TIMEOUT", 1, 3600000);
+    g->direct = (int)nv_config_long("NETVM_GMEM_DIRECT", 0, 1);
     const char *list = opts && opts->servers && *opts->servers ? opts->servers : nv_config_str("NETVM_GMEM_SERVERS");
     netvm_status_t st = nv_rpc_svc_register(g->ctx, nv_gm_k(NV_GM_NOTICE), notice_proc, g);
     if (st != NETVM_OK) {
@@ -141,6 +154,7 @@ struct nv_gm_servers *nv_gm_servers_get(netvm_ctx_t *ctx, const netvm_gmem_opts_
     *st = g ? NETVM_OK : NETVM_ERR_NOMEM;
     if (!g)
         return NULL;
+    nv_svc_on_finalize(ctx, NV_SVC_STATE_GMEM, set_quiesce);
     pthread_mutex_lock(&g->admin);
     if (!g->monitor_started)
         *st = set_setup(g, opts);
@@ -164,9 +178,10 @@ netvm_status_t nv_gm_srv_connect(struct nv_gm_servers *g, const char *addr, int 
         nv_error("gmem: cannot connect to memory server %s: %s", addr, netvm_strerror(st));
         return st;
     }
-    uint64_t args[3] = { NV_GM_VERSION, NV_GM_ROLE_CLIENT, g->client_id };
+    uint64_t args[4] = { NV_GM_VERSION, NV_GM_ROLE_CLIENT, g->client_id, g->direct ? NV_GM_HELLO_VIEW : 0 };
     netvm_rpc_result_t res;
-    st = nv_rpc_svc_call(g->ctx, peer, nv_gm_k(NV_GM_HELLO), args, 3, NULL, 0, NULL, 0, g->timeout_ms, &res);
+    netvm_seg_handle_t vh;
+    st = nv_rpc_svc_call(g->ctx, peer, nv_gm_k(NV_GM_HELLO), args, 4, NULL, 0, &vh, sizeof vh, g->timeout_ms, &res);
     if (st == NETVM_OK && res.nargs < 4)
         st = NETVM_ERR_UNSUPPORTED;
     if (st != NETVM_OK) {
@@ -184,9 +199,12 @@ netvm_status_t nv_gm_srv_connect(struct nv_gm_servers *g, const char *addr, int 
     s->client_max_pages = res.args[2];
     atomic_store(&s->state, NV_GM_SRV_ALIVE);
     atomic_store(&s->last_ok_ns, nv_now_ns());
+    if (g->direct && res.len == sizeof vh)
+        atomic_store(&s->view, nv_gm_view_attach(g->ctx, peer, &vh));
     atomic_store_explicit(&g->nservers, n + 1, memory_order_release);
-    nv_info("gmem: memory server %d at %s (id %llx, %llu pages, %llu for this client)", n, addr,
-            (unsigned long long)s->id, (unsigned long long)s->pool_pages, (unsigned long long)s->client_max_pages);
+    nv_info("gmem: memory server %d at %s (id %llx, %llu pages, %llu for this client%s)", n, addr,
+            (unsigned long long)s->id, (unsigned long long)s->pool_pages, (unsigned long long)s->client_max_pages,
+            atomic_load(&s->view) ? ", read directly" : "");
     *idx = n;
     return NETVM_OK;
 }
@@ -235,6 +253,40 @@ int nv_gm_srv_readable(const struct nv_gm_servers *g, int idx)
 {
     int st = atomic_load(&g->srv[idx].state);
     return st == NV_GM_SRV_ALIVE || st == NV_GM_SRV_SUSPECT || st == NV_GM_SRV_DRAINING;
+}
+
+uint64_t nv_gm_srv_view_read(struct nv_gm_servers *g, int idx, uint64_t owner, uint64_t region, uint64_t first,
+                             uint64_t n, void *buf, uint64_t want)
+{
+    struct nv_gm_srv *s = &g->srv[idx];
+    if (!atomic_load_explicit(&s->view, memory_order_relaxed))
+        return 0;
+    /* seq_cst both here and in view_drop: the dropper sees this count or
+     * this reader sees the view gone */
+    atomic_fetch_add(&s->view_users, 1);
+    struct nv_gm_view *v = atomic_load(&s->view);
+    uint64_t got = 0;
+    if (v && nv_gm_srv_readable(g, idx)) {
+        for (uint64_t i = 0; i < n; i++)
+            if ((want >> i & 1) && nv_gm_view_read(v, owner, region, first + i, (uint8_t *)buf + i * NV_GM_PAGE))
+                got |= (uint64_t)1 << i;
+        if (got && !nv_gm_view_alive(v))
+            got = 0;
+    }
+    atomic_fetch_sub_explicit(&s->view_users, 1, memory_order_release);
+    return got;
+}
+
+void nv_gm_srv_view_drop(struct nv_gm_servers *g, int idx)
+{
+    struct nv_gm_srv *s = &g->srv[idx];
+    struct nv_gm_view *v = atomic_exchange(&s->view, NULL);
+    if (!v)
+        return;
+    /* a reader holds it for one copy of a page */
+    while (atomic_load_explicit(&s->view_users, memory_order_acquire))
+        sched_yield();
+    nv_gm_view_detach(v);
 }
 
 int nv_gm_srv_placeable(const struct nv_gm_servers *g, int idx)

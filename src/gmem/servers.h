@@ -8,6 +8,7 @@
 #ifndef NV_GMEM_SERVERS_H
 #define NV_GMEM_SERVERS_H
 
+#include "gmem/direct.h"
 #include "gmem/proto.h"
 #include "gmem/server_cred.h"   /* the credential rules and reader memd uses too */
 
@@ -53,6 +54,10 @@ struct nv_gm_srv {
     _Atomic uint64_t drain_token_set;
     netvm_am_token_t drain_token;   /* the DRAIN notice to answer when its pages are off */
     struct nv_gm_stat ping_buf;
+    /* its pool's view, when this client reads it directly (direct.h);
+     * readers count themselves in view_users while they use it */
+    _Atomic(struct nv_gm_view *) view;
+    _Atomic int      view_users;
 };
 
 struct nv_gstore_remote;
@@ -65,6 +70,7 @@ struct nv_gm_servers {
     int                 timeout_ms;
     uint64_t            next_region;          /* __atomic */
     _Atomic int         nservers;             /* entries in use (published after being filled) */
+    int                 direct;               /* NETVM_GMEM_DIRECT: read servers' views where offered */
     struct nv_gm_srv srv[NV_GM_MAX_SERVERS];
     pthread_mutex_t     admin;                /* adding and removing servers, draining */
 
@@ -103,6 +109,15 @@ static inline netvm_status_t nv_gm_get_status(netvm_status_t st, int answered_pe
     return st == NETVM_ERR_PEER && answered_peer >= 0 ? NETVM_ERR_AGAIN : st;
 }
 int  nv_gm_srv_readable(const struct nv_gm_servers *g, int idx);
+/* Read the pages first + i (i < n <= 64, bit i of want set) of (owner,
+ * region) from server idx's view into buf (page i at i * NV_GM_PAGE):
+ * the bits of those that buf now holds; 0 for all when the view is absent
+ * or the server is gone. The rest: ask the server. */
+uint64_t nv_gm_srv_view_read(struct nv_gm_servers *g, int idx, uint64_t owner, uint64_t region, uint64_t first,
+                             uint64_t n, void *buf, uint64_t want);
+/* Stop reading server idx's view and drop it (a server dead or removed:
+ * its pool's memory is not kept alive by our mapping). */
+void nv_gm_srv_view_drop(struct nv_gm_servers *g, int idx);
 /* Servers new copies may go to (alive only). */
 int  nv_gm_srv_placeable(const struct nv_gm_servers *g, int idx);
 int  nv_gm_servers_placeable_count(struct nv_gm_servers *g);

@@ -150,6 +150,18 @@ static void answer_drains(struct nv_gm_servers *g)
     }
 }
 
+/* Views of servers dead or removed are dropped: our mapping would keep
+ * their pools' memory alive. */
+static void drop_gone_views(struct nv_gm_servers *g)
+{
+    int n = atomic_load_explicit(&g->nservers, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        int st = atomic_load(&g->srv[i].state);
+        if ((st == NV_GM_SRV_DEAD || st == NV_GM_SRV_REMOVED) && atomic_load(&g->srv[i].view))
+            nv_gm_srv_view_drop(g, i);
+    }
+}
+
 static void *monitor_main(void *arg)
 {
     struct nv_gm_servers *g = arg;
@@ -181,6 +193,9 @@ static void *monitor_main(void *arg)
         } else {
             waits = 0;
         }
+        pthread_mutex_unlock(&g->lock);
+        drop_gone_views(g);
+        pthread_mutex_lock(&g->lock);
         if (!g->regions)
             continue;
         pthread_mutex_unlock(&g->lock);

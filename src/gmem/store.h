@@ -72,7 +72,7 @@ struct nv_gstore {
     const struct nv_gstore_ops *ops;
     int shared;   /* 0: a private region's store; a shared one's: NV_GM_SHARED_READ or _WRITE */
     /* counted by the store, read by netvm_gmem_stats */
-    uint64_t bytes_in, bytes_out, writebacks, remote_fetches;   /* __atomic */
+    uint64_t bytes_in, bytes_out, writebacks, remote_fetches, direct_fetches;   /* __atomic */
 };
 
 /* Open a region's store of npages pages. The servers must be able to take

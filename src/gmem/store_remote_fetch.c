@@ -2,11 +2,14 @@
  * one serves it (its reply lands in the caller's buffer), and a holder
  * that moved the page delegates the request to the server that took it,
  * which answers directly (GMS's 3-way getpage): the directory then learns
- * the new holder from who answered. The blocking fetch is the fault path:
- * it allocates nothing and takes no lock. */
+ * the new holder from who answered. A holder on this machine whose pool
+ * this client reads directly (direct.h) is read first, with no request at
+ * all; what its view does not show is asked as above. The blocking fetch
+ * is the fault path: it allocates nothing and takes no lock. */
 #include "gmem/store_remote.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Holders of e in the order to try them: answering servers first, a
  * suspect one last. */
@@ -47,6 +50,23 @@ static void count_in(struct nv_gstore_remote *r)
     __atomic_fetch_add(&r->base.remote_fetches, 1, __ATOMIC_RELAXED);
 }
 
+/* Pages first + i (i < n, bit i of want) from the views of their holders
+ * (order, nord of them): the bits of those now in buf. */
+static uint64_t read_direct(struct nv_gstore_remote *r, const uint8_t *order, int nord, uint64_t first, uint64_t n,
+                            uint8_t *buf, uint64_t want)
+{
+    uint64_t got = 0;
+    for (int i = 0; i < nord && got != want; i++)
+        got |= nv_gm_srv_view_read(r->g, order[i], r->owner, r->region, first, n, buf, want & ~got);
+    if (got) {
+        uint64_t k = (uint64_t)__builtin_popcountll(got);
+        __atomic_fetch_add(&r->base.bytes_in, k * NV_GM_PAGE, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&r->base.remote_fetches, k, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&r->base.direct_fetches, k, __ATOMIC_RELAXED);
+    }
+    return got;
+}
+
 netvm_status_t nv_gm_fetch(struct nv_gstore *s, uint64_t page, void *buf)
 {
     struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
@@ -64,6 +84,8 @@ netvm_status_t nv_gm_fetch(struct nv_gstore *s, uint64_t page, void *buf)
             return NETVM_ERR_PEER;
         uint8_t order[NV_GM_RMAX];
         int n = read_order(g, e, order), notfound = 0;
+        if (read_direct(r, order, n, page, 1, buf, 1))
+            return NETVM_OK;
         for (int i = 0; i < n; i++) {
             int x = order[i];
             uint64_t args[3] = { r->owner, r->region, page };
@@ -173,6 +195,12 @@ netvm_status_t nv_gm_fetch_nb(struct nv_gstore *s, uint64_t page, void *buf, nv_
         return NETVM_ERR_NOTFOUND;
     if (nv_gm_e_state(e) == NV_GM_PG_LOST)
         return NETVM_ERR_PEER;
+    uint8_t order[NV_GM_RMAX];
+    int n = read_order(r->g, e, order);
+    if (read_direct(r, order, n, page, 1, buf, 1)) {
+        done(arg, NETVM_OK);
+        return NETVM_OK;
+    }
     struct fetch_op *op = malloc(sizeof *op);
     if (!op)
         return NETVM_ERR_NOMEM;
@@ -183,7 +211,8 @@ netvm_status_t nv_gm_fetch_nb(struct nv_gstore *s, uint64_t page, void *buf, nv_
     op->done = done;
     op->arg = arg;
     op->next = 0;
-    op->n = read_order(r->g, e, op->order);
+    op->n = n;
+    memcpy(op->order, order, sizeof order);
     if (!issue_next(op)) {
         free(op);
         return NETVM_ERR_PEER;
@@ -299,8 +328,19 @@ static void issue_getn(struct fetchn_op *op, uint64_t first, uint64_t n, uint64_
     if (!p)
         return;
     *p = (struct getn_part){ .op = op, .first = first, .n = n, .asked = -1 };
+    int nord = read_order(g, e, order);
+    /* from the holders' views first: a run they show whole needs no
+     * request. A run they show in part is asked whole as before, which
+     * also keeps a GETN's order after a PUT still under way on the same
+     * connection (a file cache's fill: store_gfile.c) */
+    uint64_t all = n == 64 ? UINT64_MAX : ((uint64_t)1 << n) - 1;
+    if (read_direct(op->r, order, nord, first, n, op->buf + (first - op->first) * NV_GM_PAGE, all) == all) {
+        atomic_fetch_or_explicit(&op->got, all << (first - op->first), memory_order_acq_rel);
+        free(p);
+        return;
+    }
     netvm_rpc_handle_t *h = NULL;
-    if (n > 1 && read_order(g, e, order) > 0 && netvm_rpc_begin(g->ctx, &h) == NETVM_OK) {
+    if (n > 1 && nord > 0 && netvm_rpc_begin(g->ctx, &h) == NETVM_OK) {
         p->asked = order[0];
         netvm_rpc_push(h, getn_cont, p);
         atomic_fetch_add_explicit(&op->parts, 1, memory_order_relaxed);

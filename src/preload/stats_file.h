@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#define NVP_STATS_MAGIC 0x326e75726d67766eull   /* "nvgmrun2": netvm_gmem_stats_t grew (wp_faults, placed_dirty) */
+#define NVP_STATS_MAGIC 0x336e75726d67766eull   /* "nvgmrun3": netvm_gmem_stats_t grew (direct_fetches) */
 #define NVP_STATS_SUFFIX ".stat"
 
 struct nvp_counts {

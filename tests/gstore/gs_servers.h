@@ -28,6 +28,7 @@ struct gs_server {
 };
 
 static const char *gs_netvm;      /* the netvm tool (argv) */
+static int gs_no_direct;          /* gs_start: memd --no-direct */
 /* every server started, so that a failing test leaves none behind */
 static pid_t gs_pids[16];
 static int   gs_npids;
@@ -60,7 +61,8 @@ static void gs_start(struct gs_server *s, const char *size, const char *drain_ms
     char rfd[16];
     snprintf(rfd, sizeof rfd, "%d", ready[1]);
     char *argv[] = { (char *)gs_netvm, "memd", "--listen", "tcp:127.0.0.1:0", "--size", (char *)size,
-                     "--credential-file", gs_cred_path, "--ready-fd", rfd, "--drain-ms", (char *)drain_ms, NULL };
+                     "--credential-file", gs_cred_path, "--ready-fd", rfd, "--drain-ms", (char *)drain_ms,
+                     gs_no_direct ? "--no-direct" : NULL, NULL };
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addclose(&fa, ready[0]);

@@ -772,6 +772,140 @@ static void case_getn(void)
             gs_stop(&srv[i]);
 }
 
+/* --- direct reads (src/gmem/direct.h) ---------------------------------------
+ * Servers on this machine show their pools: pages are read from them with
+ * no request (the servers count no GET), a page being overwritten is never
+ * read torn, a page moved away is still found (through the server), a
+ * server started with --no-direct and a client with NETVM_GMEM_DIRECT=0
+ * are read through GET, and a dead server's pool is not read. */
+
+struct rewriter {
+    struct nv_gstore *s;
+    uint64_t          page, rounds;
+    _Atomic int       done;
+};
+
+static void *rewriter_main(void *arg)
+{
+    struct rewriter *w = arg;
+    for (uint64_t k = 0; k < w->rounds; k++)
+        CHECK_OK(store_range(w->s, w->page, 64, 100 + (k & 1)));
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static uint64_t direct_of(struct nv_gstore *s) { return __atomic_load_n(&s->direct_fetches, __ATOMIC_RELAXED); }
+
+static void case_direct(void)
+{
+    const char *env = getenv("NETVM_GMEM_DIRECT");
+    int client_off = env && !strcmp(env, "0");
+    struct gs_server srv[3];
+    for (int i = 0; i < 3; i++) {
+        gs_no_direct = i == 2;
+        gs_start(&srv[i], "16M", "2000");
+    }
+    gs_no_direct = 0;
+
+    /* R=2 on three servers, one of which does not offer its pool: every
+     * page has a holder that shows it */
+    struct nv_gstore *s = open_store(srv, 3, 2, 5000, NETVM_OK);
+    struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
+    int idx[3];
+    for (int i = 0; i < 3; i++) {
+        idx[i] = nv_gm_srv_by_addr(r->g, srv[i].addr);
+        CHECK(idx[i] >= 0);
+        CHECK((atomic_load(&r->g->srv[idx[i]].view) != NULL) == (!client_off && i < 2));
+    }
+    store_all(s, 1);
+    uint64_t gets0 = sum_stat(srv, 3, 0), d0 = direct_of(s);
+    check_all(s, 1);
+    uint8_t *buf = aligned_alloc(NV_GM_PAGE, 64 * NV_GM_PAGE);
+    CHECK(buf);
+    CHECK(fetchn(s, 0, 64, buf) == UINT64_MAX);
+    check_got(buf, 0, 64, UINT64_MAX, 1);
+    uint64_t gets = sum_stat(srv, 3, 0) - gets0, direct = direct_of(s) - d0;
+    fprintf(stderr, "direct %s: %llu pages read directly, %llu GET/GETN calls\n", client_off ? "off" : "on",
+            (unsigned long long)direct, (unsigned long long)gets);
+    if (client_off)
+        CHECK(direct == 0 && gets >= npages);
+    else
+        CHECK(direct == npages + 64 && gets == 0);
+
+    /* overwritten while read: every page read is one whole version (a
+     * run of 64 rewritten in one PUT, read in runs) */
+    if (!client_off) {
+        struct rewriter w = { s, 64, 2000, 0 };
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, rewriter_main, &w) == 0);
+        uint64_t reads = 0, torn = 0;
+        for (; !atomic_load(&w.done); reads++) {
+            uint64_t got = fetchn(s, 64, 64, buf);
+            for (uint64_t i = 0; i < 64; i++) {
+                const uint8_t *b = buf + i * NV_GM_PAGE;
+                torn += (got >> i & 1) && !gs_check(b, 64 + i, 1) && !gs_check(b, 64 + i, 100) &&
+                        !gs_check(b, 64 + i, 101);
+            }
+        }
+        CHECK(pthread_join(t, NULL) == 0);
+        fprintf(stderr, "64 pages read %llu times while stored %llu times: %llu pages torn\n",
+                (unsigned long long)reads, (unsigned long long)w.rounds, (unsigned long long)torn);
+        CHECK(torn == 0);
+        CHECK_OK(s->ops->fetch(s, 64, buf));
+        CHECK(gs_check(buf, 64, 101));
+    }
+
+    /* moved off both holders: their views lack it, the GET is delegated */
+    uint64_t e30 = atomic_load(&r->dir[30]);
+    int to = 0;
+    while (nv_gm_e_holds(e30, (unsigned)idx[to]))
+        to++;
+    int moved = 1;
+    for (int i = 0; i < 2 && moved; i++) {
+        uint64_t a[4] = { r->g->client_id, r->region, 30, 1 };
+        netvm_rpc_result_t res;
+        moved = nv_rpc_svc_call(ctx, r->g->srv[nv_gm_e_holder(e30, i)].peer, nv_gm_k(NV_GM_MOVE), a, 4, srv[to].addr,
+                                strlen(srv[to].addr), NULL, 0, 5000, &res) == NETVM_OK;
+    }
+    if (moved) {
+        uint64_t del0 = sum_stat(srv, 3, 1);
+        CHECK_OK(s->ops->fetch(s, 30, buf));
+        CHECK(gs_check(buf, 30, 1));
+        CHECK(sum_stat(srv, 3, 1) > del0);
+    }
+    s->ops->close(s);
+
+    /* R=1: the pages on the server without a view are asked of it; the
+     * pages of a dead server, whose pool stays mapped here, fail rather
+     * than come back from memory nobody serves */
+    struct nv_gstore *s1 = open_store(srv, 3, 1, 2000, NETVM_OK);
+    struct nv_gstore_remote *r1 = (struct nv_gstore_remote *)s1;
+    store_all(s1, 3);
+    uint64_t on[3] = { 0, 0, 0 }, first0 = UINT64_MAX;
+    for (uint64_t p = 0; p < npages; p++) {
+        unsigned h = nv_gm_e_holder(atomic_load(&r1->dir[p]), 0);
+        for (int i = 0; i < 3; i++)
+            if (h == (unsigned)idx[i]) {
+                on[i]++;
+                if (i == 0 && first0 == UINT64_MAX)
+                    first0 = p;
+            }
+    }
+    CHECK(on[0] && on[2] && on[0] + on[1] + on[2] == npages);
+    d0 = direct_of(s1);
+    gets0 = sum_stat(&srv[2], 1, 0);
+    check_all(s1, 3);
+    CHECK(direct_of(s1) - d0 == (client_off ? 0 : on[0] + on[1]));
+    CHECK(sum_stat(&srv[2], 1, 0) - gets0 == on[2]);
+    gs_signal(&srv[0], SIGKILL);
+    gs_reap(&srv[0]);
+    CHECK_ST(s1->ops->fetch(s1, first0, buf), NETVM_ERR_PEER);
+    s1->ops->close(s1);
+    free(buf);
+    for (int i = 1; i < 3; i++)
+        gs_stop(&srv[i]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -819,6 +953,8 @@ int main(int argc, char **argv)
         case_client_killed();
     else if (!strcmp(c, "getn"))
         case_getn();
+    else if (!strcmp(c, "direct"))
+        case_direct();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

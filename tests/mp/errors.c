@@ -5,6 +5,8 @@
 
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define LEN 4096
 
@@ -25,13 +27,16 @@ int main(void)
     memset(ro, 0xAA, LEN);
     memset(wo, 0xAA, LEN);
     memset(rw, 0xAA, LEN);
-    netvm_seg_t *sro, *swo, *srw, *sdup, *sgone, *sunmapped, *sshared;
+    netvm_seg_t *sro, *swo, *srw, *sdup, *sgone, *sunmapped, *sshared, *sshro;
     CHECK_OK(netvm_export(ctx, ro, LEN, NETVM_READ, "ro", &sro));
     CHECK_OK(netvm_export(ctx, wo, LEN, NETVM_WRITE, "wo", &swo));
     CHECK_OK(netvm_export(ctx, rw, LEN, NETVM_RW, "rw", &srw));
     void *shp;
     CHECK_OK(netvm_alloc_shared(ctx, LEN, NETVM_RW, "shared-rw", &shp, &sshared));
     memset(shp, 0xAA, LEN);
+    void *shro;
+    CHECK_OK(netvm_alloc_shared(ctx, LEN, NETVM_READ, "shared-ro", &shro, &sshro));
+    memset(shro, 0xAA, LEN);
 
     /* local argument errors */
     CHECK_ST(netvm_export(ctx, rw, LEN, NETVM_RW, "rw", &sdup), NETVM_ERR_EXISTS);
@@ -53,7 +58,7 @@ int main(void)
     CHECK_OK(netvm_seg_handle(srw, &hrw));
     CHECK_OK(netvm_barrier(ctx));
 
-    netvm_rseg_t *r_ro, *r_wo, *r_rw, *r_gone, *r_vanish, *r_shared, *tmp;
+    netvm_rseg_t *r_ro, *r_wo, *r_rw, *r_gone, *r_vanish, *r_shared, *r_shro, *tmp;
     CHECK_ST(netvm_import(ctx, next, "no-such-segment", &tmp), NETVM_ERR_NOTFOUND);
     CHECK_ST(netvm_import(ctx, size, "rw", &tmp), NETVM_ERR_RANK);
     CHECK_ST(netvm_import(ctx, -1, "rw", &tmp), NETVM_ERR_RANK);
@@ -63,6 +68,7 @@ int main(void)
     CHECK_OK(netvm_import(ctx, next, "gone", &r_gone));
     CHECK_OK(netvm_import(ctx, next, "vanish", &r_vanish));
     CHECK_OK(netvm_import(ctx, next, "shared-rw", &r_shared));
+    CHECK_OK(netvm_import(ctx, next, "shared-ro", &r_shro));
 
     uint8_t buf[2 * LEN];
     memset(buf, 0x55, sizeof buf);
@@ -71,6 +77,23 @@ int main(void)
     CHECK_ST(netvm_get(ctx, buf, r_wo, 0, 8, 0), NETVM_ERR_RIGHTS);
     CHECK_ST(netvm_atomic(ctx, r_rw, 0, NETVM_AOP_ADD, 1, 0, NULL), NETVM_ERR_RIGHTS);
     CHECK_ST(netvm_atomic(ctx, r_shared, 0, NETVM_AOP_ADD, 1, 0, NULL), NETVM_ERR_RIGHTS);
+    CHECK_ST(netvm_put(ctx, r_shro, 0, buf, 8, 0), NETVM_ERR_RIGHTS);
+    /* mapped read-only: reads work, a store through the pointer faults in
+     * the storing process (a child here) and changes nothing there */
+    volatile uint8_t *pro = netvm_ptr(r_shro, 0);
+    if (pro) {
+        CHECK(pro[0] == 0xAA && pro[LEN - 1] == 0xAA);
+        pid_t child = fork();
+        CHECK(child >= 0);
+        if (child == 0) {
+            pro[0] = 0x55;
+            _exit(0);
+        }
+        int status;
+        CHECK(waitpid(child, &status, 0) == child);
+        /* killed by SIGSEGV (a sanitizer's handler exits non-zero instead) */
+        CHECK(!WIFEXITED(status) || WEXITSTATUS(status) != 0);
+    }
     /* bounds, including ranges whose end overflows */
     CHECK_ST(netvm_put(ctx, r_rw, LEN - 4, buf, 8, 0), NETVM_ERR_BOUNDS);
     CHECK_ST(netvm_put(ctx, r_rw, LEN + 1, buf, 0, 0), NETVM_ERR_BOUNDS);
@@ -94,6 +117,7 @@ int main(void)
     untouched(wo, LEN, 0xAA);
     untouched(rw, LEN, 0xAA);
     untouched(shp, LEN, 0xAA);
+    untouched(shro, LEN, 0xAA);
     CHECK_OK(netvm_barrier(ctx));
 
     /* revoked: the owner unexports, later operations fail */

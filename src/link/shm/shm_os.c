@@ -44,6 +44,12 @@ void *shm_map_fd(int fd, size_t len)
     return p == MAP_FAILED ? NULL : p;
 }
 
+void *shm_map_fd_ro(int fd, size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 /* Processes that can reach each other by shm share the kernel (its boot
  * id), the host name, and the network and pid namespaces: a job spread over
  * network namespaces is treated as spread over machines. */

@@ -1,0 +1,141 @@
+/* Direct reads of a memory server's pool (direct.h): the view's layout,
+ * and the client's lock-free lookup and copy under the shards' sequence
+ * words. */
+#define _GNU_SOURCE
+#include "gmem/direct.h"
+#include "gmem/proto.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+/* Tries of one read before the server is asked instead: a shard changes
+ * only while a PUT or FREE of one of its pages runs, so one retry almost
+ * always does. */
+#define VIEW_TRIES 8
+/* Longest chain walked: chains are about one entry long (nbuckets >=
+ * npages); a longer walk is a chain changing under the reader. */
+#define VIEW_WALK_MAX 64
+
+static uint64_t page_align(uint64_t x) { return (x + NV_GM_PAGE - 1) & ~(uint64_t)(NV_GM_PAGE - 1); }
+
+void nv_gm_view_layout(uint64_t npages, uint64_t nbuckets, uint64_t nshards, uint64_t meta_stride,
+                       struct nv_gm_view_hdr *h)
+{
+    memset(h, 0, sizeof *h);
+    h->layout = NV_GM_VIEW_LAYOUT;
+    h->npages = npages;
+    h->nbuckets = nbuckets;
+    h->nshards = nshards;
+    h->meta_stride = meta_stride;
+    h->off_seq = NV_GM_PAGE;
+    h->off_buckets = page_align(h->off_seq + nshards * NV_GM_VIEW_SEQ_STRIDE);
+    h->off_meta = page_align(h->off_buckets + nbuckets * sizeof(uint32_t));
+    h->off_pool = page_align(h->off_meta + npages * meta_stride);
+    h->total = h->off_pool + npages * NV_GM_PAGE;
+}
+
+struct nv_gm_view {
+    netvm_rseg_t    *rseg;
+    int              pidfd;
+    const uint8_t   *base;
+    struct nv_gm_view_hdr h;   /* a private copy: the mapping's could change under us */
+};
+
+struct nv_gm_view *nv_gm_view_attach(netvm_ctx_t *ctx, int peer, const netvm_seg_handle_t *handle)
+{
+    netvm_rseg_t *rs;
+    if (netvm_import_handle_peer(ctx, peer, handle, &rs) != NETVM_OK)
+        return NULL;
+    const uint8_t *base = netvm_rseg_is_mapped(rs) ? netvm_ptr(rs, 0) : NULL;
+    size_t len = netvm_rseg_len(rs);
+    struct nv_gm_view *v = base && len >= sizeof(struct nv_gm_view_hdr) ? calloc(1, sizeof *v) : NULL;
+    if (!v) {
+        netvm_release(rs);
+        return NULL;
+    }
+    memcpy(&v->h, base, sizeof v->h);
+    struct nv_gm_view_hdr want;
+    nv_gm_view_layout(v->h.npages, v->h.nbuckets, v->h.nshards, v->h.meta_stride, &want);
+    want.pid = v->h.pid;
+    /* the server answered our HELLO just now: this is its pid, not a reused one */
+    v->pidfd = v->h.pid > 0 && v->h.pid < INT32_MAX ? (int)syscall(SYS_pidfd_open, (pid_t)v->h.pid, 0) : -1;
+    /* the layout must be this build's and every part inside the mapping */
+    if (v->h.layout != NV_GM_VIEW_LAYOUT || memcmp(&want, &v->h, sizeof want) != 0 || v->h.total > len ||
+        !v->h.nbuckets || (v->h.nbuckets & (v->h.nbuckets - 1)) || !v->h.nshards ||
+        (v->h.nshards & (v->h.nshards - 1)) || v->h.meta_stride < sizeof(struct nv_gm_view_entry) ||
+        v->h.npages >= UINT32_MAX || v->pidfd < 0) {
+        nv_warn("gmem: memory server (peer %d) offers direct reads of another layout (or is gone); reading "
+                "through GET", peer);
+        if (v->pidfd >= 0)
+            close(v->pidfd);
+        netvm_release(rs);
+        free(v);
+        return NULL;
+    }
+    v->rseg = rs;
+    v->base = base;
+    return v;
+}
+
+void nv_gm_view_detach(struct nv_gm_view *v)
+{
+    if (!v)
+        return;
+    netvm_release(v->rseg);
+    close(v->pidfd);
+    free(v);
+}
+
+int nv_gm_view_alive(struct nv_gm_view *v)
+{
+    struct pollfd p = { .fd = v->pidfd, .events = POLLIN };
+    return poll(&p, 1, 0) == 0;
+}
+
+static uint64_t load64(const uint8_t *p) { return __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED); }
+static uint32_t load32(const uint8_t *p) { return __atomic_load_n((const uint32_t *)p, __ATOMIC_RELAXED); }
+
+int nv_gm_view_read(struct nv_gm_view *v, uint64_t client, uint64_t region, uint64_t page, void *buf)
+{
+    const struct nv_gm_view_hdr *h = &v->h;
+    uint64_t hash = nv_gm_hash3(client, region, page);
+    const _Atomic uint64_t *seq =
+        (const _Atomic uint64_t *)(v->base + h->off_seq + (hash & (h->nshards - 1)) * NV_GM_VIEW_SEQ_STRIDE);
+    const uint8_t *bucket = v->base + h->off_buckets + (hash & (h->nbuckets - 1)) * sizeof(uint32_t);
+    for (int t = 0; t < VIEW_TRIES; t++) {
+        uint64_t s1 = atomic_load_explicit(seq, memory_order_acquire);
+        if (s1 & 1) {
+            nv_cpu_relax();
+            continue;
+        }
+        uint32_t slot = load32(bucket);
+        int found = 0;
+        for (int walked = 0; slot < h->npages && walked < VIEW_WALK_MAX; walked++) {
+            const uint8_t *e = v->base + h->off_meta + (uint64_t)slot * h->meta_stride;
+            if (load64(e + offsetof(struct nv_gm_view_entry, client)) == client &&
+                load64(e + offsetof(struct nv_gm_view_entry, region)) == region &&
+                load64(e + offsetof(struct nv_gm_view_entry, page)) == page) {
+                found = 1;
+                break;
+            }
+            slot = load32(e + offsetof(struct nv_gm_view_entry, next));
+        }
+        if (found)
+            memcpy(buf, v->base + h->off_pool + (uint64_t)slot * NV_GM_PAGE, NV_GM_PAGE);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(seq, memory_order_relaxed) != s1)
+            continue;   /* the shard changed under the walk or the copy */
+        return found;
+    }
+    return 0;
+}
