@@ -51,20 +51,30 @@ static void count_in(struct nv_gstore_remote *r)
 }
 
 /* Pages first + i (i < n, bit i of want) from the views of their holders
- * (order, nord of them): the bits of those now in buf. */
-static uint64_t read_direct(struct nv_gstore_remote *r, const uint8_t *order, int nord, uint64_t first, uint64_t n,
-                            uint8_t *buf, uint64_t want)
+ * (order, nord of them): the bits of those now in buf. Not counted. */
+static uint64_t view_pages(struct nv_gstore_remote *r, const uint8_t *order, int nord, uint64_t first, uint64_t n,
+                           uint8_t *buf, uint64_t want)
 {
     uint64_t got = 0;
     for (int i = 0; i < nord && got != want; i++)
         got |= nv_gm_srv_view_read(r->g, order[i], r->owner, r->region, first, n, buf, want & ~got);
-    if (got) {
-        uint64_t k = (uint64_t)__builtin_popcountll(got);
-        __atomic_fetch_add(&r->base.bytes_in, k * NV_GM_PAGE, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&r->base.remote_fetches, k, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&r->base.direct_fetches, k, __ATOMIC_RELAXED);
-    }
     return got;
+}
+
+static void count_direct(struct nv_gstore_remote *r, uint64_t k)
+{
+    __atomic_fetch_add(&r->base.bytes_in, k * NV_GM_PAGE, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&r->base.remote_fetches, k, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&r->base.direct_fetches, k, __ATOMIC_RELAXED);
+}
+
+/* One page from its holders' views, counted: 1 when it is in buf. */
+static int read_direct(struct nv_gstore_remote *r, const uint8_t *order, int nord, uint64_t page, void *buf)
+{
+    if (!view_pages(r, order, nord, page, 1, buf, 1))
+        return 0;
+    count_direct(r, 1);
+    return 1;
 }
 
 netvm_status_t nv_gm_fetch(struct nv_gstore *s, uint64_t page, void *buf)
@@ -84,7 +94,7 @@ netvm_status_t nv_gm_fetch(struct nv_gstore *s, uint64_t page, void *buf)
             return NETVM_ERR_PEER;
         uint8_t order[NV_GM_RMAX];
         int n = read_order(g, e, order), notfound = 0;
-        if (read_direct(r, order, n, page, 1, buf, 1))
+        if (read_direct(r, order, n, page, buf))
             return NETVM_OK;
         for (int i = 0; i < n; i++) {
             int x = order[i];
@@ -197,7 +207,7 @@ netvm_status_t nv_gm_fetch_nb(struct nv_gstore *s, uint64_t page, void *buf, nv_
         return NETVM_ERR_PEER;
     uint8_t order[NV_GM_RMAX];
     int n = read_order(r->g, e, order);
-    if (read_direct(r, order, n, page, 1, buf, 1)) {
+    if (read_direct(r, order, n, page, buf)) {
         done(arg, NETVM_OK);
         return NETVM_OK;
     }
@@ -334,7 +344,8 @@ static void issue_getn(struct fetchn_op *op, uint64_t first, uint64_t n, uint64_
      * also keeps a GETN's order after a PUT still under way on the same
      * connection (a file cache's fill: store_gfile.c) */
     uint64_t all = n == 64 ? UINT64_MAX : ((uint64_t)1 << n) - 1;
-    if (read_direct(op->r, order, nord, first, n, op->buf + (first - op->first) * NV_GM_PAGE, all) == all) {
+    if (view_pages(op->r, order, nord, first, n, op->buf + (first - op->first) * NV_GM_PAGE, all) == all) {
+        count_direct(op->r, n);
         atomic_fetch_or_explicit(&op->got, all << (first - op->first), memory_order_acq_rel);
         free(p);
         return;
