@@ -119,9 +119,10 @@ int demo_gmem_phase(netvm_ctx_t *ctx, unsigned region_mib)
 
     printf("network memory: every word verified: %s (ordinary memory: %s)\n", ok ? "ok" : "WRONG",
            lok ? "ok" : "WRONG");
-    printf("  %llu faults (%llu zero-filled, %llu fetched), read-ahead %llu pages (%llu hits), "
-           "%llu evictions (%llu dirty)\n",
+    printf("  %llu faults (%llu zero-filled, %llu fetched, %llu of them read straight from a server's pool), "
+           "read-ahead %llu pages (%llu hits), %llu evictions (%llu dirty)\n",
            (unsigned long long)s.faults, (unsigned long long)s.zero_fills, (unsigned long long)s.remote_fetches,
+           (unsigned long long)s.direct_fetches,
            (unsigned long long)s.readahead_issued, (unsigned long long)s.readahead_hits,
            (unsigned long long)s.evictions, (unsigned long long)s.evictions_dirty);
     printf("  %.1f MiB to the servers, %.1f MiB back; fault latency median %.1f us, p99 %.1f us\n",

@@ -5,18 +5,13 @@
 #include "gmem/direct.h"
 #include "gmem/proto.h"
 #include "util/log.h"
+#include "util/pidfd.h"
 #include "util/time.h"
 
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 /* Tries of one read before the server is asked instead: a shard changes
  * only while a PUT or FREE of one of its pages runs, so one retry almost
@@ -68,7 +63,7 @@ struct nv_gm_view *nv_gm_view_attach(netvm_ctx_t *ctx, int peer, const netvm_seg
     nv_gm_view_layout(v->h.npages, v->h.nbuckets, v->h.nshards, v->h.meta_stride, &want);
     want.pid = v->h.pid;
     /* the server answered our HELLO just now: this is its pid, not a reused one */
-    v->pidfd = v->h.pid > 0 && v->h.pid < INT32_MAX ? (int)syscall(SYS_pidfd_open, (pid_t)v->h.pid, 0) : -1;
+    v->pidfd = v->h.pid > 0 && v->h.pid < INT32_MAX ? nv_pidfd_open((pid_t)v->h.pid) : -1;
     /* the layout must be this build's and every part inside the mapping */
     if (v->h.layout != NV_GM_VIEW_LAYOUT || memcmp(&want, &v->h, sizeof want) != 0 || v->h.total > len ||
         !v->h.nbuckets || (v->h.nbuckets & (v->h.nbuckets - 1)) || !v->h.nshards ||
@@ -96,11 +91,7 @@ void nv_gm_view_detach(struct nv_gm_view *v)
     free(v);
 }
 
-int nv_gm_view_alive(struct nv_gm_view *v)
-{
-    struct pollfd p = { .fd = v->pidfd, .events = POLLIN };
-    return poll(&p, 1, 0) == 0;
-}
+int nv_gm_view_alive(struct nv_gm_view *v) { return !nv_pidfd_exited(v->pidfd); }
 
 static uint64_t load64(const uint8_t *p) { return __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED); }
 static uint32_t load32(const uint8_t *p) { return __atomic_load_n((const uint32_t *)p, __ATOMIC_RELAXED); }

@@ -5,6 +5,7 @@
  * table. */
 #define _GNU_SOURCE
 #include "link/ofi/ofi_priv.h"
+#include "util/pidfd.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -16,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define OFI_API FI_VERSION(1, 9)
@@ -272,17 +272,6 @@ static int ofi_active(struct nv_link *l) { return ofi_of(l)->wait_fd >= 0; }
 
 /* --- peers ------------------------------------------------------------------------------- */
 
-static int pidfd_open_(pid_t pid)
-{
-#ifdef SYS_pidfd_open
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-    (void)pid;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
 netvm_status_t nv_ofi_attach(struct nv_link *l, struct nv_lpeer *lp, const struct nv_ofi_card *card)
 {
     struct ofi_link *o = ofi_of(l);
@@ -306,7 +295,7 @@ netvm_status_t nv_ofi_attach(struct nv_link *l, struct nv_lpeer *lp, const struc
         return NETVM_ERR_SYS;
     }
     if (card->host_id == o->p.host_id && card->pid > 0) {
-        pe->pidfd = pidfd_open_(card->pid);
+        pe->pidfd = nv_pidfd_open(card->pid);
         if (pe->pidfd >= 0) {
             struct epoll_event ev = { .events = EPOLLIN, .data.ptr = pe };
             if (epoll_ctl(l->pfd, EPOLL_CTL_ADD, pe->pidfd, &ev) != 0) {

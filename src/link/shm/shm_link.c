@@ -2,6 +2,7 @@
  * peers' blocks as they connect and letting them go, the wake-ups. */
 #define _GNU_SOURCE
 #include "link/shm/shm_priv.h"
+#include "util/pidfd.h"
 #include "util/log.h"
 #include "util/membarrier.h"
 #include "wire/endian.h"
@@ -188,7 +189,7 @@ void nv_shm_card_of(struct nv_link *l, struct nv_shm_card *card)
  * post its events. */
 static netvm_status_t attach_ep(struct shm_peer *pe, int remote_fd)
 {
-    int fd = shm_pidfd_getfd(pe->pidfd, remote_fd);
+    int fd = nv_pidfd_getfd(pe->pidfd, remote_fd);
     off_t len = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
     void *p = len > 0 ? shm_map_fd(fd, (size_t)len) : NULL;
     if (fd >= 0)
@@ -198,7 +199,7 @@ static netvm_status_t attach_ep(struct shm_peer *pe, int remote_fd)
         return NETVM_ERR_SYS;
     }
     const struct nv_ep_hdr *h = p;
-    int wake = len >= (off_t)sizeof *h ? shm_pidfd_getfd(pe->pidfd, h->wake_fd) : -1;
+    int wake = len >= (off_t)sizeof *h ? nv_pidfd_getfd(pe->pidfd, h->wake_fd) : -1;
     if (wake < 0 || nv_ep_attach(&pe->ep, p, (size_t)len, wake) != 0) {
         nv_error("shm link: peer %d's event queue is not one of this netvm version", pe->lp->id);
         if (wake >= 0)
@@ -212,7 +213,7 @@ static netvm_status_t attach_ep(struct shm_peer *pe, int remote_fd)
 
 static netvm_status_t attach_remote(struct shm_peer *pe, const struct nv_shm_card *c)
 {
-    int fd = shm_pidfd_getfd(pe->pidfd, c->block_fd);
+    int fd = nv_pidfd_getfd(pe->pidfd, c->block_fd);
     if (fd < 0) {
         nv_error("shm link: cannot reach peer %d (pid %d): %s%s", pe->lp->id, c->pid, strerror(errno),
                  errno == EPERM ? " (ptrace access denied: see docs/config.md)" : "");
@@ -228,7 +229,7 @@ static netvm_status_t attach_remote(struct shm_peer *pe, const struct nv_shm_car
         return NETVM_ERR_SYS;
     }
     pe->hdr = h;
-    pe->doorbell = shm_pidfd_getfd(pe->pidfd, h->doorbell_fd);
+    pe->doorbell = nv_pidfd_getfd(pe->pidfd, h->doorbell_fd);
     if (pe->doorbell < 0) {
         nv_error("shm link: cannot reach peer %d's doorbell: %s", pe->lp->id, strerror(errno));
         return NETVM_ERR_SYS;
@@ -269,7 +270,7 @@ netvm_status_t nv_shm_attach(struct nv_link *l, struct nv_lpeer *lp, const struc
     pe->pid = c->pid;
     pe->doorbell = -1;
     pthread_mutex_init(&pe->spill_lock, NULL);
-    pe->pidfd = shm_pidfd_open(c->pid);
+    pe->pidfd = nv_pidfd_open(c->pid);
     netvm_status_t st = NETVM_OK;
     if (pe->pidfd < 0) {
         nv_error("shm link: peer %d (pid %d) is gone: %s", lp->id, c->pid, strerror(errno));
@@ -404,7 +405,7 @@ static int shm_peer_dead(struct nv_link *l, struct nv_lpeer *lp)
     struct shm_peer *pe = shm_peer_of(lp);
     if (!pe || atomic_load_explicit(&pe->dead, memory_order_relaxed))
         return 1;
-    if (!pe->self && pe->pidfd >= 0 && shm_pidfd_exited(pe->pidfd)) {
+    if (!pe->self && pe->pidfd >= 0 && nv_pidfd_exited(pe->pidfd)) {
         mark_dead(s, pe);
         return 1;
     }

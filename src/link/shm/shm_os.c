@@ -1,42 +1,17 @@
-/* The Linux primitives the shm link stands on: pidfds (a handle on a peer
- * that tells when it exits and lets us duplicate its memfds and eventfd) and
- * shared mappings. */
+/* The Linux primitives the shm link stands on: shared mappings (pidfds,
+ * the handle on a peer that tells when it exits and lets us duplicate its
+ * memfds and eventfd, are util/pidfd.h's). */
 #define _GNU_SOURCE
 #include "link/shm/shm_priv.h"
 #include "util/hash.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
-
-int shm_pidfd_open(pid_t pid)
-{
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-int shm_pidfd_getfd(int pidfd, int fd)
-{
-    return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-}
-
-int shm_pidfd_exited(int pidfd)
-{
-    struct pollfd p = { .fd = pidfd, .events = POLLIN };
-    return poll(&p, 1, 0) > 0;
-}
 
 void *shm_map_fd(int fd, size_t len)
 {

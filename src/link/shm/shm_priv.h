@@ -121,9 +121,6 @@ int            shm_thread_slot(struct shm_link *s);
 void           shm_spill_free(struct shm_peer *pe);
 
 /* shm_os.c: the system calls, isolated */
-int   shm_pidfd_open(pid_t pid);
-int   shm_pidfd_getfd(int pidfd, int fd);
-int   shm_pidfd_exited(int pidfd);
 void *shm_map_fd(int fd, size_t len);
 void *shm_map_fd_ro(int fd, size_t len);   /* PROT_READ only */
 

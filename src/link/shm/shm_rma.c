@@ -2,6 +2,7 @@
  * one-sided put, get and atomics themselves. */
 #define _GNU_SOURCE
 #include "link/shm/shm_priv.h"
+#include "util/pidfd.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/membarrier.h"
@@ -70,7 +71,7 @@ static void fence_word(struct shm_peer *pe, _Atomic uint64_t *w, int shared)
         uint64_t now = atomic_load_explicit(w, memory_order_acquire);
         if (shared ? now == 0 : now != seq)
             return;
-        if (++spins % 1024 == 0 && (atomic_load(&pe->dead) || shm_pidfd_exited(pe->pidfd)))
+        if (++spins % 1024 == 0 && (atomic_load(&pe->dead) || nv_pidfd_exited(pe->pidfd)))
             return;
         if (spins > 4096)
             sched_yield();
@@ -186,7 +187,7 @@ netvm_status_t shm_import(struct nv_link *l, struct nv_lpeer *lp, const char *na
     if (e.memfd >= 0 && e.len > 0) {
         /* map the target's memfd: from now on put/get/atomics are plain
          * loads, stores and CPU atomics on the same physical pages */
-        int fd = shm_pidfd_getfd(pe->pidfd, e.memfd);
+        int fd = nv_pidfd_getfd(pe->pidfd, e.memfd);
         size_t maplen = (e.len + 4095) & ~(size_t)4095;
         /* read-only where nothing may be written: a stray store through
          * netvm_ptr faults here instead of changing the exporter's memory */
