@@ -62,17 +62,17 @@ struct nv_gm_view *nv_gm_view_attach(netvm_ctx_t *ctx, int peer, const netvm_seg
     struct nv_gm_view_hdr want;
     nv_gm_view_layout(v->h.npages, v->h.nbuckets, v->h.nshards, v->h.meta_stride, &want);
     want.pid = v->h.pid;
+    /* the layout must be this build's (want's layout word) and every part
+     * inside the mapping */
+    int ok = memcmp(&want, &v->h, sizeof want) == 0 && v->h.total <= len && v->h.nbuckets &&
+             !(v->h.nbuckets & (v->h.nbuckets - 1)) && v->h.nshards && !(v->h.nshards & (v->h.nshards - 1)) &&
+             v->h.meta_stride >= sizeof(struct nv_gm_view_entry) && v->h.npages < UINT32_MAX &&
+             v->h.pid > 0 && v->h.pid < INT32_MAX;
     /* the server answered our HELLO just now: this is its pid, not a reused one */
-    v->pidfd = v->h.pid > 0 && v->h.pid < INT32_MAX ? nv_pidfd_open((pid_t)v->h.pid) : -1;
-    /* the layout must be this build's and every part inside the mapping */
-    if (v->h.layout != NV_GM_VIEW_LAYOUT || memcmp(&want, &v->h, sizeof want) != 0 || v->h.total > len ||
-        !v->h.nbuckets || (v->h.nbuckets & (v->h.nbuckets - 1)) || !v->h.nshards ||
-        (v->h.nshards & (v->h.nshards - 1)) || v->h.meta_stride < sizeof(struct nv_gm_view_entry) ||
-        v->h.npages >= UINT32_MAX || v->pidfd < 0) {
+    v->pidfd = ok ? nv_pidfd_open((pid_t)v->h.pid) : -1;
+    if (v->pidfd < 0) {
         nv_warn("gmem: memory server (peer %d) offers direct reads of another layout (or is gone); reading "
                 "through GET", peer);
-        if (v->pidfd >= 0)
-            close(v->pidfd);
         netvm_release(rs);
         free(v);
         return NULL;

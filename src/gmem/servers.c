@@ -154,6 +154,8 @@ struct nv_gm_servers *nv_gm_servers_get(netvm_ctx_t *ctx, const netvm_gmem_opts_
     *st = g ? NETVM_OK : NETVM_ERR_NOMEM;
     if (!g)
         return NULL;
+    /* here, not in set_create: nv_svc_state runs create under the lock
+     * this takes */
     nv_svc_on_finalize(ctx, NV_SVC_STATE_GMEM, set_quiesce);
     pthread_mutex_lock(&g->admin);
     if (!g->monitor_started)
