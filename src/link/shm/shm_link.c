@@ -142,7 +142,7 @@ netvm_status_t nv_shm_link_open(struct nv_link **out, int pfd, const struct nv_s
         shm_destroy(&s->base);
         return NETVM_ERR_SYS;
     }
-    s->self = shm_map_fd(s->block_fd, len);
+    s->self = shm_map_fd(s->block_fd, len, 1);
     if (!s->self) {
         shm_destroy(&s->base);
         return NETVM_ERR_NOMEM;
@@ -191,7 +191,7 @@ static netvm_status_t attach_ep(struct shm_peer *pe, int remote_fd)
 {
     int fd = nv_pidfd_getfd(pe->pidfd, remote_fd);
     off_t len = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
-    void *p = len > 0 ? shm_map_fd(fd, (size_t)len) : NULL;
+    void *p = len > 0 ? shm_map_fd(fd, (size_t)len, 1) : NULL;
     if (fd >= 0)
         close(fd);
     if (!p) {
@@ -220,7 +220,7 @@ static netvm_status_t attach_remote(struct shm_peer *pe, const struct nv_shm_car
         return errno == ESRCH ? NETVM_ERR_PEER : NETVM_ERR_SYS;
     }
     off_t len = lseek(fd, 0, SEEK_END);
-    struct nv_shm_hdr *h = len > 0 ? shm_map_fd(fd, (size_t)len) : NULL;
+    struct nv_shm_hdr *h = len > 0 ? shm_map_fd(fd, (size_t)len, 1) : NULL;
     close(fd);
     if (!h || h->magic != NV_SHM_MAGIC || h->version != NV_SHM_VERSION || h->block_len != (uint64_t)len) {
         nv_error("shm link: peer %d's shared block is not a netvm block of this version", pe->lp->id);

@@ -13,15 +13,9 @@
 #include <unistd.h>
 
 
-void *shm_map_fd(int fd, size_t len)
+void *shm_map_fd(int fd, size_t len, int writable)
 {
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-void *shm_map_fd_ro(int fd, size_t len)
-{
-    void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    void *p = mmap(NULL, len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 

@@ -121,7 +121,6 @@ int            shm_thread_slot(struct shm_link *s);
 void           shm_spill_free(struct shm_peer *pe);
 
 /* shm_os.c: the system calls, isolated */
-void *shm_map_fd(int fd, size_t len);
-void *shm_map_fd_ro(int fd, size_t len);   /* PROT_READ only */
+void *shm_map_fd(int fd, size_t len, int writable);   /* writable 0: PROT_READ only */
 
 #endif

@@ -192,7 +192,7 @@ netvm_status_t shm_import(struct nv_link *l, struct nv_lpeer *lp, const char *na
         /* read-only where nothing may be written: a stray store through
          * netvm_ptr faults here instead of changing the exporter's memory */
         int ro = !(e.rights & (NETVM_WRITE | NETVM_ATOMIC));
-        void *p = fd >= 0 ? (ro ? shm_map_fd_ro(fd, maplen) : shm_map_fd(fd, maplen)) : NULL;
+        void *p = fd >= 0 ? shm_map_fd(fd, maplen, !ro) : NULL;
         if (fd >= 0)
             close(fd);
         /* the entry may have been revoked (and the fd reused) meanwhile */
