@@ -84,6 +84,10 @@ SAN_TWINS := mp_rma_sizes_4_tcp|mp_rma_sizes_cma_2|mp_atomics_4_tcp|mp_many_segm
 # am_token_reuse_2_tcp (its shm run stays).
 ASAN_SLOW := gmem_run_glibc
 TSAN_SLOW := fault_paths_tcp_.*|fault_load_tcp_(prot|ro)_3|reg_firehose_mp_.*|mp_rma_sizes_noprogress_3|mp_rma_sizes_single|tool_bench_quick|unit_itree|example_.*_cma_[0-9]|example_(oneway|rpc_pingpong|rpc_pingpong_notify)_tcp_2|gshared_scan|am_token_reuse_2_tcp
+# a job of the suite that outlives its launcher's --timeout shows where its
+# ranks are before it is ended (docs/launcher.md, --stack-traces): a rare
+# hang in CI leaves its backtraces in the log
+test: export NETVM_RUN_STACK_TRACES = 1
 test: build build-asan build-tsan fuzz
 	@echo "== tests (release build)"
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300

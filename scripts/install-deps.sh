@@ -36,6 +36,9 @@ have fusermount3 || need+=(fuse3)
 # libfabric: the ofi link (NETVM_LINKS=ofi); fi_info and fi_pingpong for its tests and benchmark
 pkg-config --exists libfabric 2>/dev/null || need+=(libfabric-dev)
 have fi_pingpong || need+=(libfabric-bin)
+# gdb: netvm run --stack-traces, which make test turns on (a job that outlives
+# its --timeout shows its ranks' backtraces before it is ended)
+have gdb || need+=(gdb)
 # clang with libFuzzer: the fuzz targets of every wire decoder
 have clang || need+=(clang)
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-14-dev)

@@ -326,6 +326,8 @@ static void on_timeout(struct job *j)
     if (j->forced_status >= 0)
         return;
     fprintf(stderr, "netvm run: the job ran longer than --timeout %g s; terminating it\n", j->timeout_s);
+    if (j->stack_traces)
+        run_stack_traces(j);
     j->forced_status = EXIT_TIMEOUT;
     char what[96];
     snprintf(what, sizeof what, "the job ran longer than --timeout %g s on node %d", j->timeout_s, j->node);

@@ -28,6 +28,9 @@ void run_usage(FILE *f)
         "  -k, --keep-going     when a rank fails, let the others run on (their\n"
         "                       collectives return NETVM_ERR_PEER); the job still fails\n"
         "      --timeout SECS   terminate the job after SECS seconds (exit status %d)\n"
+        "      --stack-traces   at the timeout, first show each rank's threads: state,\n"
+        "                       wait channel and, with gdb on PATH, backtraces (also\n"
+        "                       NETVM_RUN_STACK_TRACES=1)\n"
         "  -h, --help           show this help\n"
         "\n"
         "jobs across hosts (the same -n, --nnodes, --rendezvous and secret on every host):\n"
@@ -47,7 +50,7 @@ void run_usage(FILE *f)
         MAX_RANKS, EXIT_TIMEOUT, RDV_TIMEOUT_S, EXIT_NOEXEC);
 }
 
-enum { OPT_NNODES = 256, OPT_NODE_RANK, OPT_RENDEZVOUS, OPT_SECRET_FILE, OPT_RDV_TIMEOUT };
+enum { OPT_NNODES = 256, OPT_NODE_RANK, OPT_RENDEZVOUS, OPT_SECRET_FILE, OPT_RDV_TIMEOUT, OPT_STACKS };
 
 static int parse_int(const char *opt, const char *arg, long lo, long hi, int *out)
 {
@@ -130,10 +133,14 @@ int run_parse_args(struct job *j, int argc, char **argv)
         { "rendezvous",  required_argument, NULL, OPT_RENDEZVOUS },
         { "secret-file", required_argument, NULL, OPT_SECRET_FILE },
         { "rendezvous-timeout", required_argument, NULL, OPT_RDV_TIMEOUT },
+        { "stack-traces", no_argument,      NULL, OPT_STACKS },
         { NULL, 0, NULL, 0 },
     };
     optind = 1;
     int c, node_given = 0;
+    /* the environment's form, for a test suite that starts many jobs */
+    const char *st = getenv("NETVM_RUN_STACK_TRACES");
+    j->stack_traces = st && *st && strcmp(st, "0") != 0;
     /* '+': the first non-option is PROGRAM; what follows belongs to it */
     while ((c = getopt_long(argc, argv, "+n:tkh", opts, NULL)) != -1) {
         switch (c) {
@@ -157,6 +164,7 @@ int run_parse_args(struct job *j, int argc, char **argv)
             node_given = 1;
             break;
         case OPT_RENDEZVOUS: j->rendezvous = optarg; break;
+        case OPT_STACKS: j->stack_traces = 1; break;
         case OPT_SECRET_FILE: j->secret_file = optarg; break;
         case OPT_RDV_TIMEOUT:
             if (parse_seconds("--rendezvous-timeout", optarg, &j->rdv_timeout_s) != 0)

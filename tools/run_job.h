@@ -51,6 +51,7 @@ struct job {
     int          tag;
     int          keep_going;
     double       timeout_s;
+    int          stack_traces;   /* at the timeout, show where each rank is */
     int          nnodes;         /* > 1: a multi-host job */
     int          node;
     const char  *rendezvous;     /* HOST:PORT */
@@ -98,6 +99,9 @@ char  *run_resolve_program(const char *prog);
 char **run_job_environment(const struct job *j);
 void   run_free_environment(char **envp);
 int    run_start_ranks(struct job *j, char **envp);
+
+/* run_stacks.c */
+void run_stack_traces(const struct job *j);
 
 /* run_output.c */
 void run_tag_close(struct job *j, struct tagger *t);

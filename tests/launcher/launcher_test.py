@@ -230,6 +230,21 @@ def case_timeout():
     expect(p.elapsed < 20, f"took {p.elapsed:.1f} s", p)
     p = run("-n", "2", "--timeout", "30", HELPER, "exit", "0", "0")
     expect(p.returncode == 0 and p.elapsed < 20, "--timeout delayed a quick job", p)
+    # --stack-traces: each rank's threads where they wait, then the same end
+    for how in (("--stack-traces",), ()):
+        env = dict(os.environ, NETVM_RUN_STACK_TRACES="1" if not how else "0")
+        p = run("-n", "2", "--timeout", "1", *how, HELPER, "sleep", env=env)
+        expect(p.returncode == 124, "--stack-traces: exit status", p)
+        for r in (0, 1):
+            expect(re.search(r"rank %d \(pid \d+\) at the timeout:\n"
+                             r"netvm run:   thread \d+ \(\S+\): state \w, wchan \S+, syscall \S+" % r,
+                             p.stderr), "rank %d's threads not shown" % r, p)
+        if shutil.which("gdb"):
+            expect("sleep_forever" in p.stderr or "nanosleep" in p.stderr, "no backtrace from gdb", p)
+    # and without it, nothing of the sort
+    env = dict(os.environ, NETVM_RUN_STACK_TRACES="0")
+    p = run("-n", "2", "--timeout", "1", HELPER, "sleep", env=env)
+    expect(p.returncode == 124 and "at the timeout" not in p.stderr, "traces shown unasked", p)
 
 
 def case_launcher_killed():
