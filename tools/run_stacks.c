@@ -23,7 +23,7 @@
 /* The first line of /proc/PID/task/TID/NAME, without its newline. */
 static void read_line(pid_t pid, const char *tid, const char *name, char *out, size_t cap)
 {
-    char path[96];
+    char path[320];   /* room for any d_name */
     snprintf(path, sizeof path, "/proc/%d/task/%s/%s", (int)pid, tid, name);
     out[0] = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
