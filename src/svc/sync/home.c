@@ -29,12 +29,14 @@ static uint64_t fifo_pop(struct nv_sync_fifo *q)
     return ref;
 }
 
-static void push_wake(struct nv_sync_state *st, uint64_t ref, netvm_status_t status, const struct nv_sync_home *sem)
+static void push(struct nv_sync_state *st, uint64_t ref, uint64_t succ, netvm_status_t status,
+                 const struct nv_sync_home *sem)
 {
     struct nv_sync_pending *p = malloc(sizeof *p);
     if (!p)
         return;   /* the waiter's own checks end its wait (NETVM_SYNC_CHECK_MS) only if the home dies: rare */
     p->ref = ref;
+    p->succ = succ;
     p->status = status;
     p->sem_id = sem ? sem->id : UINT32_MAX;
     p->sem_key = sem ? sem->key : 0;
@@ -44,6 +46,11 @@ static void push_wake(struct nv_sync_state *st, uint64_t ref, netvm_status_t sta
     else
         st->pending = p;
     st->pending_tail = p;
+}
+
+static void push_wake(struct nv_sync_state *st, uint64_t ref, netvm_status_t status, const struct nv_sync_home *sem)
+{
+    push(st, ref, 0, status, sem);
 }
 
 static struct nv_sync_home *find(struct nv_sync_state *st, uint64_t id, uint64_t key)
@@ -172,6 +179,26 @@ netvm_status_t nv_sync_home_op(struct nv_sync_state *st, int from, const uint64_
         out[0] = 1;
         return NETVM_OK;
     }
+    case NV_SYNC_OP_MCS_ENQ: {
+        /* The acquire of a queue lock whose words the acquirer does not
+         * map (lock.c): the swap is made here and the link to the
+         * predecessor sent from here, so the acquirer waits for one
+         * answer and sends no link; a predecessor that lives at the home
+         * (a lock handed between the home and one other) is linked with
+         * no message at all. A broken mark goes back at once: the
+         * acquirer fails, and whoever swaps next sees the broken word. */
+        if ((o->kind != NV_SYNC_LOCK && o->kind != NV_SYNC_RWLOCK && o->kind != NV_SYNC_MONITOR) || !ref)
+            return NETVM_ERR_INVAL;
+        _Atomic uint64_t *tail = (_Atomic uint64_t *)(o->words + NV_SYNC_W_TAIL / 8);
+        uint64_t pred = atomic_exchange(tail, ref);
+        if (pred == NV_SYNC_BROKEN)
+            atomic_exchange(tail, NV_SYNC_BROKEN);
+        else if (pred)
+            push(st, pred, ref, NETVM_OK, NULL);
+        out[0] = pred;
+        *nout = 1;
+        return NETVM_OK;
+    }
     default:
         return NETVM_ERR_INVAL;
     }
@@ -200,7 +227,10 @@ void nv_sync_flush_pending(struct nv_sync_state *st)
         pthread_mutex_unlock(&st->lock);
         if (!p)
             return;
-        netvm_status_t s = nv_sync_send_wake(st, p->ref, p->status);
+        /* a link that cannot be delivered (the predecessor died) is
+         * dropped: its successor watches the predecessor and breaks the
+         * lock (lock.c) */
+        netvm_status_t s = p->succ ? nv_sync_send_link(st, p->ref, p->succ) : nv_sync_send_wake(st, p->ref, p->status);
         if (s == NETVM_ERR_AGAIN) {
             /* out of credit inside a handler: back to the front, the
              * deferred message retries */

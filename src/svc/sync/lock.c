@@ -42,17 +42,24 @@ netvm_status_t nv_sync_mcs_acquire(struct nv_sync_handle *h)
     netvm_status_t s = nv_sync_node_get(h->st, &slot, &ref);
     if (s != NETVM_OK)
         return s;
-    if ((s = nv_sync_atomic(h, NV_SYNC_W_TAIL, NETVM_AOP_SWAP, ref, 0, &pred)) != NETVM_OK)
+    /* Where the home's words are not mapped (tcp), the home swaps and
+     * links for us (home.c, NV_SYNC_OP_MCS_ENQ): one round trip, no link
+     * message of ours. Mapped, the swap is a CPU atomic. */
+    int at_home = !netvm_rseg_is_mapped(h->rseg) && h->home != h->st->me;
+    s = at_home ? nv_sync_home_call(h, NV_SYNC_OP_MCS_ENQ, ref, 0, &pred, 1)
+                : nv_sync_atomic(h, NV_SYNC_W_TAIL, NETVM_AOP_SWAP, ref, 0, &pred);
+    if (s != NETVM_OK)
         goto fail;
     if (pred == NV_SYNC_BROKEN) {
-        /* put the mark back; anyone who swapped behind us meanwhile sees
-         * the broken word */
-        nv_sync_atomic(h, NV_SYNC_W_TAIL, NETVM_AOP_SWAP, NV_SYNC_BROKEN, 0, NULL);
+        /* put the mark back (the home did already); anyone who swapped
+         * behind us meanwhile sees the broken word */
+        if (!at_home)
+            nv_sync_atomic(h, NV_SYNC_W_TAIL, NETVM_AOP_SWAP, NV_SYNC_BROKEN, 0, NULL);
         s = NETVM_ERR_PEER;
         goto fail;
     }
     if (pred) {
-        s = nv_sync_send_link(h->st, pred, ref);
+        s = at_home ? NETVM_OK : nv_sync_send_link(h->st, pred, ref);
         if (s == NETVM_OK)
             s = nv_sync_sleep(h, slot, NULL, nv_sync_ref_peer(pred), watch_pred, &pred);
         if (s != NETVM_OK) {

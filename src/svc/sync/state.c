@@ -430,11 +430,10 @@ netvm_status_t nv_sync_send_wake(struct nv_sync_state *st, uint64_t ref, netvm_s
 netvm_status_t nv_sync_send_link(struct nv_sync_state *st, uint64_t ref, uint64_t succ)
 {
     int peer = nv_sync_ref_peer(ref);
-    if (peer == st->me) {
-        /* not in a handler here: the wake it may send waits for credit */
-        (void)apply_link(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ);
-        return NETVM_OK;
-    }
+    if (peer == st->me)
+        /* the wake it may send finds no credit only inside a handler (a
+         * home's link: home.c), which then sends it again later */
+        return apply_link(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ) ? NETVM_ERR_AGAIN : NETVM_OK;
     uint64_t a[3] = { nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ };
     return nv_svc_send(st->ctx, peer, NV_SVC_SYNC + NV_SYNC_AM_LINK, a, 3, NULL, 0, NULL);
 }

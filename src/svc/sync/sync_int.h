@@ -21,7 +21,8 @@ enum { NV_SYNC_LOCK = 1, NV_SYNC_RWLOCK, NV_SYNC_SEM, NV_SYNC_WAITQ, NV_SYNC_MON
 
 /* Home operations (args[0] of NV_SYNC_AM_HOME). */
 enum { NV_SYNC_OP_INFO = 1, NV_SYNC_OP_SEM_WAIT, NV_SYNC_OP_SEM_KICK, NV_SYNC_OP_WQ_WAIT,
-       NV_SYNC_OP_WQ_SIGNAL, NV_SYNC_OP_WQ_BROADCAST, NV_SYNC_OP_BAR_ARRIVE };
+       NV_SYNC_OP_WQ_SIGNAL, NV_SYNC_OP_WQ_BROADCAST, NV_SYNC_OP_BAR_ARRIVE,
+       NV_SYNC_OP_MCS_ENQ   /* a queue lock's acquire: swap ref into the tail, link it behind the old one */ };
 
 /* The object's words at the home (netvm_alloc_shared, "nvsync:<name>");
  * hot words on lines of their own. */
@@ -93,9 +94,11 @@ struct nv_sync_home {
     unsigned nmembers, arrived;
 };
 
-/* A wake the home could not send yet (out of credit inside a handler). */
+/* A wake (or a link) the home sends once its operation is answered, and
+ * keeps while it finds no credit inside a handler. */
 struct nv_sync_pending {
     uint64_t ref;
+    uint64_t succ;            /* != 0: link succ behind ref's node, instead of waking it */
     netvm_status_t status;
     uint32_t sem_id;          /* != UINT32_MAX: a semaphore unit goes with it */
     uint64_t sem_key;
