@@ -172,6 +172,7 @@ netvm_status_t netvm_finalize(netvm_ctx_t *ctx)
     while (ctx->segs)
         netvm_unexport(ctx->segs);
     nv_stats_close(ctx, 1);   /* the counters as they end, links and caches still here */
+    nv_peers_bye(ctx);
     release_all(ctx);
     return NETVM_OK;
 }

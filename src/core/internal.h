@@ -406,6 +406,9 @@ const char    *nv_link_name(const netvm_ctx_t *ctx, int peer);
 
 /* peer.c */
 netvm_status_t nv_peers_init(netvm_ctx_t *ctx);
+/* finalize, every rank past its last collective: a graceful close to each
+ * rank, so that its link reads our closing as a goodbye, not a failure */
+void           nv_peers_bye(netvm_ctx_t *ctx);
 void           nv_peers_fini(netvm_ctx_t *ctx);
 /* Free the link state of released peers (at the start of a progress pass). */
 void           nv_peers_reap(netvm_ctx_t *ctx);

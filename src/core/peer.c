@@ -187,6 +187,15 @@ static void reap(netvm_ctx_t *ctx)
 
 void nv_peers_reap(netvm_ctx_t *ctx) { reap(ctx); }
 
+void nv_peers_bye(netvm_ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->size; i++) {
+        struct nv_peer *p = nv_peer_slot(ctx, (uint32_t)i);
+        if (p && p->lp.link && !atomic_load(&p->dead))
+            p->lp.link->ops->peer_close(p->lp.link, &p->lp, 1);
+    }
+}
+
 void nv_peers_fini(netvm_ctx_t *ctx)
 {
     if (!ctx->peer_free)
