@@ -210,6 +210,8 @@ static void scan_row(const char *metric, unsigned divisor)
            "remote_fetches", (double)(s1.remote_fetches - s0.remote_fetches),
            "readahead_hits", (double)(s1.readahead_hits - s0.readahead_hits),
            "readahead_issued", (double)(s1.readahead_issued - s0.readahead_issued),
+           "evictions_dirty", (double)(s1.evictions_dirty - s0.evictions_dirty),
+           "placed_dirty", (double)(s1.placed_dirty - s0.placed_dirty),
            "checksum_low", (double)(sum & 0xffff), (const char *)NULL);
 }
 
