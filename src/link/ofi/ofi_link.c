@@ -96,6 +96,27 @@ void ofi_peer_failed(struct ofi_link *o, struct ofi_peer *pe)
     o->base.up.peer_down(o->base.up.arg, pe->lp, 0);
 }
 
+/* The provider refuses a post while a connection is being made or its
+ * queue is full, and the caller drives progress and tries again; a
+ * connection that never comes up or never drains would keep that caller
+ * in its loop for good. Only the mark is set here (the caller may hold
+ * the lock): core's waits look at it (peer_dead) and fail what was
+ * issued to pe. */
+int ofi_refused_too_long(struct ofi_link *o, struct ofi_peer *pe, uint64_t *since)
+{
+    uint64_t now = nv_now_ns();
+    if (!*since) {
+        *since = now;
+        return 0;
+    }
+    if (now - *since < (uint64_t)o->p.timeout_ms * 1000000ull)
+        return 0;
+    if (!atomic_exchange(&pe->dead, 1))
+        nv_warn("ofi link: the provider refused every post to peer %d for NETVM_TIMEOUT (its connection is "
+                "stuck): the peer is given up", pe->lp->id);
+    return 1;
+}
+
 void ofi_peer_left(struct ofi_link *o, struct ofi_peer *pe)
 {
     if (atomic_exchange(&pe->dead, 1))

@@ -37,11 +37,12 @@ netvm_status_t ofi_send_locked(struct ofi_link *o, struct ofi_peer *pe, uint16_t
         return NETVM_ERR_NOMEM;
     }
     ssize_t rc;
+    uint64_t since = 0;
     for (;;) {
         /* a peer found gone while the lock was let go has no address any more */
         rc = pe->av_gone ? -FI_EAGAIN
              : op ? fi_send(o->ep, buf, total, desc, pe->fa, &op->fctx) : fi_inject(o->ep, buf, total, pe->fa);
-        if (rc != -FI_EAGAIN || atomic_load(&pe->dead))
+        if (rc != -FI_EAGAIN || atomic_load(&pe->dead) || ofi_refused_too_long(o, pe, &since))
             break;
         /* the send queue is full: let completions drain it */
         pthread_mutex_unlock(&o->lock);
@@ -202,9 +203,10 @@ static void rx_am_rdv(struct ofi_link *o, struct ofi_peer *pe, struct nv_lpeer *
     }
     pthread_mutex_lock(&o->lock);
     ssize_t rc;
+    uint64_t since = 0;
     while ((rc = pe->av_gone ? -FI_EAGAIN
                  : fi_read(o->ep, rx.dst, rdv.len, desc, pe->fa, rdv.addr, rdv.key, &op->fctx)) == -FI_EAGAIN &&
-           !atomic_load(&pe->dead)) {
+           !atomic_load(&pe->dead) && !ofi_refused_too_long(o, pe, &since)) {
         pthread_mutex_unlock(&o->lock);
         ofi_progress(o);
         pthread_mutex_lock(&o->lock);

@@ -207,6 +207,10 @@ netvm_status_t ofi_status(ssize_t rc);
 struct ofi_op *ofi_op_new(struct ofi_link *o, int kind, struct ofi_peer *pe);
 void           ofi_op_free(struct ofi_op *op);
 void           ofi_peer_failed(struct ofi_link *o, struct ofi_peer *pe);
+/* A post to pe answered -FI_EAGAIN again (*since: 0 before the first
+ * refusal): 1 once the refusals have lasted NETVM_TIMEOUT, and pe is then
+ * marked dead, so the loop ends and core fails pe's operations. */
+int            ofi_refused_too_long(struct ofi_link *o, struct ofi_peer *pe, uint64_t *since);
 /* pe said BYE: gone, gracefully */
 void           ofi_peer_left(struct ofi_link *o, struct ofi_peer *pe);
 

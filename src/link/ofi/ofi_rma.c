@@ -292,10 +292,11 @@ static ssize_t post_refused(const struct nv_rdesc *d, const struct ofi_peer *pe)
 }
 
 /* After a post said rc: 1 if it is to be tried again, after progress
- * (the queue was full, the peer lives); the lock is held again then. */
-static int post_again(struct ofi_link *o, const struct ofi_peer *pe, ssize_t rc)
+ * (the queue was full, the peer lives, not for NETVM_TIMEOUT already:
+ * *since); the lock is held again then. */
+static int post_again(struct ofi_link *o, struct ofi_peer *pe, ssize_t rc, uint64_t *since)
 {
-    if (rc != -FI_EAGAIN || atomic_load(&pe->dead))
+    if (rc != -FI_EAGAIN || atomic_load(&pe->dead) || ofi_refused_too_long(o, pe, since))
         return 0;
     pthread_mutex_unlock(&o->lock);
     ofi_progress(o);
@@ -503,10 +504,11 @@ netvm_status_t ofi_put(struct nv_link *l, struct nv_rdesc *d, uint64_t off, cons
                               .data = data ? ofi_cqd(from, d->slot, off, len) : 0 };
     pthread_mutex_lock(&o->lock);
     ssize_t rc;
+    uint64_t since = 0;
     do
         if (!(rc = post_refused(d, pe)))
             rc = fi_writemsg(o->ep, &msg, flags);
-    while (post_again(o, pe, rc));
+    while (post_again(o, pe, rc, &since));
     netvm_status_t st = post_status(rc);
     if (st == NETVM_OK) {
         pe->outstanding++;
@@ -561,10 +563,11 @@ netvm_status_t ofi_get(struct nv_link *l, struct nv_rdesc *d, uint64_t off, void
     }
     pthread_mutex_lock(&o->lock);
     ssize_t rc;
+    uint64_t since = 0;
     do
         if (!(rc = post_refused(d, pe)))
             rc = fi_read(o->ep, dst, len, desc, pe->fa, raddr(o, d, off), d->mr_key, &op->fctx);
-    while (post_again(o, pe, rc));
+    while (post_again(o, pe, rc, &since));
     pthread_mutex_unlock(&o->lock);
     if (rc) {
         ofi_op_free(op);
@@ -640,6 +643,7 @@ netvm_status_t ofi_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, n
     uint64_t at = raddr(o, d, off);
     pthread_mutex_lock(&o->lock);
     ssize_t rc;
+    uint64_t since = 0;
     do {
         if ((rc = post_refused(d, pe)))
             break;
@@ -649,7 +653,7 @@ netvm_status_t ofi_atomic(struct nv_link *l, struct nv_rdesc *d, uint64_t off, n
         else
             rc = fi_fetch_atomic(o->ep, &op->amo[0], 1, desc, &op->amo[2], desc, pe->fa, at, d->mr_key, FI_UINT64,
                                  fop, &op->fctx);
-    } while (post_again(o, pe, rc));
+    } while (post_again(o, pe, rc, &since));
     if (rc == 0)
         pe->outstanding++;
     pthread_mutex_unlock(&o->lock);
