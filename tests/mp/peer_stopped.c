@@ -1,16 +1,17 @@
-/* A peer that stops (SIGSTOP) while puts flow to it over the ofi link:
- * its socket fills, the provider refuses every post (-FI_EAGAIN), and
- * the sender must not loop on that for good. Within NETVM_TIMEOUT of
- * refusals the peer is given up and the puts fail with NETVM_ERR_PEER.
- * Rank 1 is stopped by rank 0, then killed by it (run with --keep-going;
- * the job's status is rank 1's 137). */
+/* A peer that stops (SIGSTOP) while puts flow to it: its socket fills,
+ * and the sender must not wait on that for good. Over the tcp link the
+ * connection's TCP_USER_TIMEOUT (NETVM_TIMEOUT) ends it; over the ofi
+ * link the provider refuses every post (-FI_EAGAIN), and within
+ * NETVM_TIMEOUT of refusals the peer is given up. Either way the puts
+ * fail with NETVM_ERR_PEER. Rank 1 is stopped by rank 0, then killed by
+ * it (run with --keep-going; the job's status is rank 1's 137). */
 #include "check.h"
 
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
-#define CHUNK (64 * 1024)   /* a put this size returns at once: its payload is copied (ofi_rma.c) */
+#define CHUNK (64 * 1024)   /* a put this size completes locally at once (copied) */
 #define MAX_PUTS 200000     /* 12 GiB: far more than any socket and queue hold */
 
 int main(void)
