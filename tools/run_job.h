@@ -95,6 +95,7 @@ int  run_parse_args(struct job *j, int argc, char **argv);
 int  run_get_secret(struct job *j);
 
 /* run_spawn.c */
+char  *run_find_program(const char *prog);
 char  *run_resolve_program(const char *prog);
 char **run_job_environment(const struct job *j);
 void   run_free_environment(char **envp);

@@ -27,16 +27,13 @@ static int runnable(const char *path)
     return access(path, X_OK);
 }
 
-/* Resolve PROGRAM the way a shell would, once, so that "not found" is one
- * clear message instead of N failed execs. */
-char *run_resolve_program(const char *prog)
+/* PROGRAM found the way a shell would (a path as it is, else each PATH
+ * directory in turn), malloc'd; NULL and errno when it is not there
+ * (EACCES if some candidate could not be run). Says nothing. */
+char *run_find_program(const char *prog)
 {
-    if (strchr(prog, '/')) {
-        if (runnable(prog) == 0)
-            return strdup(prog);
-        fprintf(stderr, "netvm run: %s: %s\n", prog, strerror(errno));
-        return NULL;
-    }
+    if (strchr(prog, '/'))
+        return runnable(prog) == 0 ? strdup(prog) : NULL;
     const char *path = getenv("PATH");
     if (!path || !*path)
         path = "/usr/local/bin:/usr/bin:/bin";
@@ -56,8 +53,19 @@ char *run_resolve_program(const char *prog)
             break;
         p = end + 1;
     }
-    fprintf(stderr, "netvm run: %s: %s\n", prog, saw_eacces ? "permission denied" : "command not found");
+    errno = saw_eacces ? EACCES : ENOENT;
     return NULL;
+}
+
+/* Resolve PROGRAM once, so that "not found" is one clear message instead
+ * of N failed execs. */
+char *run_resolve_program(const char *prog)
+{
+    char *found = run_find_program(prog);
+    if (!found)
+        fprintf(stderr, "netvm run: %s: %s\n", prog,
+                strchr(prog, '/') ? strerror(errno) : errno == EACCES ? "permission denied" : "command not found");
+    return found;
 }
 
 /* --- the ranks' environment ----------------------------------------------- */

@@ -67,25 +67,6 @@ static void proc_threads(pid_t pid)
     closedir(d);
 }
 
-static const char *find_gdb(void)
-{
-    static char found[512];
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/bin:/bin";
-    for (const char *p = path; *p;) {
-        size_t n = strcspn(p, ":");
-        if (n && n + 5 < sizeof found) {
-            memcpy(found, p, n);
-            memcpy(found + n, "/gdb", 5);
-            if (access(found, X_OK) == 0)
-                return found;
-        }
-        p += n + (p[n] == ':');
-    }
-    return NULL;
-}
-
 /* gdb's backtraces of every thread of pid, onto our stderr. The launcher
  * blocks its signals for its signalfd: the child gets the mask the
  * launcher was started with, and its own alarm bounds it. */
@@ -115,7 +96,7 @@ static void gdb_threads(const struct job *j, const char *gdb, pid_t pid)
 
 void run_stack_traces(const struct job *j)
 {
-    const char *gdb = find_gdb();
+    char *gdb = run_find_program("gdb");   /* (run_spawn.c) */
     for (int r = 0; r < j->np; r++) {
         const struct rank_proc *rp = &j->ranks[r];
         if (rp->pid <= 0 || rp->reaped)
@@ -127,4 +108,5 @@ void run_stack_traces(const struct job *j)
     }
     if (!gdb)
         fprintf(stderr, "netvm run: no gdb on PATH: the ranks' backtraces are not shown\n");
+    free(gdb);
 }
