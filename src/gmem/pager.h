@@ -285,12 +285,13 @@ struct nv_gm_region *nv_gm_region_of(netvm_gmem_t *g);
 /* pager_fault.c */
 uint64_t nv_gm_now_ns(void);   /* CLOCK_MONOTONIC, without the formatted logger's helpers */
 /* Serve one fault message with buf as the fetch buffer (a fault thread's
- * loop; the tests call it with messages of their own). */
-/* Serve one fault message; 1 when it looked random (pager_fault.c). */
+ * loop; the tests call it with messages of their own); 1 when it looked
+ * random. */
 int  nv_gm_fault_msg(struct nv_gm_region *r, const struct uffd_msg *m, void *buf);
 void *nv_gm_fault_thread(void *arg);
 
 /* pager_budget.c / pager_evict.c */
+uint64_t nv_gm_evict_gap(uint64_t budget);   /* pages between the budget and the low watermark */
 void nv_gm_reserve(struct nv_gm_region *r);
 int  nv_gm_try_reserve(struct nv_gm_region *r);
 void nv_gm_unreserve(struct nv_gm_region *r, uint64_t n);

@@ -247,7 +247,7 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
     r->npages = (len + NV_GM_PAGE - 1) / NV_GM_PAGE;
     r->len = r->npages * NV_GM_PAGE;
     r->budget = o.budget;
-    r->low_water = o.budget - (o.budget / 32 > 4 ? o.budget / 32 : 4);
+    r->low_water = o.budget - nv_gm_evict_gap(o.budget);
     r->ra_window = o.readahead;
     r->ra_run = o.readahead >= 128 ? 64 : 16;
     r->write_policy = o.write_policy;
