@@ -85,18 +85,20 @@ SAN_TWINS := mp_rma_sizes_4_tcp|mp_rma_sizes_cma_2|mp_atomics_4_tcp|mp_many_segm
 ASAN_SLOW := gmem_run_glibc
 TSAN_SLOW := fault_paths_tcp_.*|fault_load_tcp_(prot|ro)_3|reg_firehose_mp_.*|mp_rma_sizes_noprogress_3|mp_rma_sizes_single|tool_bench_quick|unit_itree|example_.*_cma_[0-9]|example_(oneway|rpc_pingpong|rpc_pingpong_notify)_tcp_2|gshared_scan|am_token_reuse_2_tcp
 # a job of the suite that outlives its launcher's --timeout shows where its
-# ranks are before it is ended (docs/launcher.md, --stack-traces): a rare
-# hang in CI leaves its backtraces in the log
+# ranks are before it is ended (docs/launcher.md, --stack-traces), and
+# scripts/test-watch shows where any other test is shortly before ctest's
+# timeout ends it: a rare hang in CI leaves its backtraces in the log
+WATCH = $(CURDIR)/scripts/test-watch --netvm tools/netvm --
 test: export NETVM_RUN_STACK_TRACES = 1
 test: build build-asan build-tsan fuzz
 	@echo "== tests (release build)"
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+	@cd $(BUILD) && $(WATCH) ctest --output-on-failure -j $(JOBS) --timeout 300
 	@echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-	@cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300 -LE "bench|netns|install|ofi" \
+	@cd $(ASAN_BUILD) && $(WATCH) ctest --output-on-failure -j $(JOBS) --timeout 300 -LE "bench|netns|install|ofi" \
 	    -E "^($(SAN_TWINS)|$(ASAN_SLOW))$$"
 	@echo "== tests under ThreadSanitizer"
 	@cd $(TSAN_BUILD) && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp halt_on_error=1" \
-	    ctest --output-on-failure -j $(JOBS) --timeout 300 -LE "bench|netns|install|gmem_run|fuzz|ofi" \
+	    $(WATCH) ctest --output-on-failure -j $(JOBS) --timeout 300 -LE "bench|netns|install|gmem_run|fuzz|ofi" \
 	          -E "^($(SAN_TWINS)|$(TSAN_SLOW))$$"
 
 # make install PREFIX=... (default /usr/local; DESTDIR=... stages it): the

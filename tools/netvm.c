@@ -16,6 +16,7 @@ static const struct {
     { "stat",  nv_cmd_stat,  "show a memory server's state, or a program's under gmem run: netvm stat ADDRESS|gmem:PID" },
     { "gmem",  nv_cmd_gmem,  "run a program in network memory: netvm gmem run [--budget B] [--] PROGRAM ARGS..." },
     { "gfile", nv_cmd_gfile, "mount files read through the file cache: netvm gfile mount DIR SRC" },
+    { "stacks", nv_cmd_stacks, "show where a process's threads are (/proc and gdb): netvm stacks PID..." },
 };
 
 static void usage(FILE *f)
