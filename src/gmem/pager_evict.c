@@ -77,6 +77,36 @@ struct batch {
     int      n;
 };
 
+/* The batch's dirty pages in one store_vec_nb: scattered victims in a
+ * call a server, not a call a page. Sorted: the hand passes in order but
+ * may wrap round within a batch. */
+static void wb_issue_vec(struct nv_gm_region *r, struct wb_wait *w, const struct batch *b)
+{
+    uint64_t pages[NV_GM_STAGE];
+    const void *src[NV_GM_STAGE];
+    uint64_t n = 0;
+    for (int i = 0; i < b->n; i++) {
+        if (!(b->old[i] & NV_GM_DIRTY))
+            continue;
+        nv_gm_child_before_store(r, b->page[i], 1);
+        uint64_t j = n++;
+        for (; j > 0 && pages[j - 1] > b->page[i]; j--) {
+            pages[j] = pages[j - 1];
+            src[j] = src[j - 1];
+        }
+        pages[j] = b->page[i];
+        src[j] = r->stage + (size_t)i * NV_GM_PAGE;
+    }
+    if (!n)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->pending++;
+    pthread_mutex_unlock(&w->lock);
+    netvm_status_t st = r->store->ops->store_vec_nb(r->store, pages, src, n, wb_done, w);
+    if (st != NETVM_OK)
+        wb_done(w, st);
+}
+
 /* A write-back's span, as the program's discards see it (pager_events.c) */
 static void wb_begin(struct nv_gm_region *r) { __atomic_fetch_add(&r->wb_active, 1, __ATOMIC_SEQ_CST); }
 static void wb_end(struct nv_gm_region *r)
@@ -93,17 +123,20 @@ static int batch_finish(struct nv_gm_region *r, struct batch *b)
     struct wb_wait w;
     wb_init(&w);
     wb_begin(r);
-    for (int i = 0; i < b->n;) {
-        if (!(b->old[i] & NV_GM_DIRTY)) {
-            i++;
-            continue;
+    if (r->store->ops->store_vec_nb)
+        wb_issue_vec(r, &w, b);
+    else
+        for (int i = 0; i < b->n;) {
+            if (!(b->old[i] & NV_GM_DIRTY)) {
+                i++;
+                continue;
+            }
+            int j = i + 1;
+            while (j < b->n && (b->old[j] & NV_GM_DIRTY) && b->page[j] == b->page[j - 1] + 1)
+                j++;
+            wb_issue(r, &w, b->page[i], (uint64_t)(j - i), r->stage + (size_t)i * NV_GM_PAGE);
+            i = j;
         }
-        int j = i + 1;
-        while (j < b->n && (b->old[j] & NV_GM_DIRTY) && b->page[j] == b->page[j - 1] + 1)
-            j++;
-        wb_issue(r, &w, b->page[i], (uint64_t)(j - i), r->stage + (size_t)i * NV_GM_PAGE);
-        i = j;
-    }
     netvm_status_t st = wb_finish(&w);
     for (int i = 0; i < b->n; i++) {
         uint64_t p = b->page[i];

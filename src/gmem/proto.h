@@ -33,8 +33,8 @@
 #include <netvm/gmem.h>
 
 /* 2: shared regions (SHARED_* ops, NOTICE INVALIDATE, client ids without
- * NV_GM_SHARED_BIT, nv_gm_stat's shared fields). */
-#define NV_GM_VERSION 2
+ * NV_GM_SHARED_BIT, nv_gm_stat's shared fields). 3: PUTV. */
+#define NV_GM_VERSION 3
 #define NV_GM_PAGE    NETVM_GMEM_PAGE
 /* Pages one PUT may carry (a longer one is NETVM_ERR_INVAL). */
 #define NV_GM_PUT_MAX 1024u
@@ -124,6 +124,13 @@ enum {
      * NETVM_ERR_BUSY while someone has; NETVM_ERR_NOTFOUND: no such name.
      * reply args [pages freed] */
     NV_GM_SHARED_REMOVE = 11,
+    /* args [client id, region, npages (1 .. NV_GM_PUT_MAX)]; payload:
+     * npages page numbers (u64, the host's order, each larger than the one
+     * before), then npages * NV_GM_PAGE bytes, page i's at i * NV_GM_PAGE.
+     * PUT of pages that need not be adjacent: an evictor's batch of
+     * scattered victims in one call instead of one call a page. Replies,
+     * and what a refusal keeps, as PUT. */
+    NV_GM_PUTV = 12,
     NV_GM_NOPS
 };
 

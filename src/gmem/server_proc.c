@@ -1,4 +1,4 @@
-/* The memory server's procedures (proto.h): HELLO, PUT, GET, FREE, STAT
+/* The memory server's procedures (proto.h): HELLO, PUT, PUTV, GET, GETN, FREE, STAT
  * (MOVE is server_move.c's). They run in the progress engine and never
  * block: the only waits are the table's shard locks and the free list's.
  *
@@ -95,27 +95,23 @@ static int proc_hello(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
     return answer(ctx, call, NETVM_OK, a, 4);
 }
 
-static int proc_put(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
+/* PUT and PUTV: store n pages, page i being list[i] (PUTV) or first + i
+ * (PUT), its bytes at src + i * NV_GM_PAGE. */
+static int put_pages(struct nv_gm_server *s, netvm_ctx_t *ctx, netvm_rpc_call_t *call, uint64_t id,
+                     uint64_t region, const uint64_t *list, uint64_t first, uint64_t n, const uint8_t *src)
 {
-    struct nv_gm_server *s = arg;
-    if (call->nargs < 4)
-        return refuse(s, ctx, call, NETVM_ERR_INVAL);
-    uint64_t id = call->args[0], region = call->args[1], first = call->args[2], n = call->args[3];
-    if (!n || n > NV_GM_PUT_MAX || call->len != n * NV_GM_PAGE || first + n < first)
-        return refuse(s, ctx, call, NETVM_ERR_INVAL);
     struct nv_gm_bind b;
     struct nv_gm_client *c = NULL;
     uint64_t bound;
     netvm_status_t st = page_caller(s, call, id, 1, 1, &b, &c, &bound);
     if (st != NETVM_OK)
         return refuse(s, ctx, call, st);
-    const uint8_t *src = call->payload;
 
     /* pages not held yet take slots and count against the client's bound;
      * they are reserved first, so a refused PUT changes nothing */
     uint32_t missing = 0;
     for (uint64_t i = 0; i < n; i++) {
-        struct nv_gm_key k = { id, region, first + i };
+        struct nv_gm_key k = { id, region, list ? list[i] : first + i };
         uint64_t h = nv_gm_key_hash(&k);
         struct nv_gm_shard *sh = nv_gm_shard_of(s, h);
         pthread_mutex_lock(&sh->lock);
@@ -133,7 +129,7 @@ static int proc_put(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
             return refuse(s, ctx, call, NETVM_ERR_NOMEM);
     }
     for (uint64_t i = 0; i < n; i++) {
-        struct nv_gm_key k = { id, region, first + i };
+        struct nv_gm_key k = { id, region, list ? list[i] : first + i };
         uint64_t h = nv_gm_key_hash(&k);
         struct nv_gm_shard *sh = nv_gm_shard_of(s, h);
         pthread_mutex_lock(&sh->lock);
@@ -167,6 +163,34 @@ static int proc_put(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
         count(&s->moves_in, n);
     uint64_t a[1] = { nv_gm_slots_free(s) };
     return answer(ctx, call, NETVM_OK, a, 1);
+}
+
+static int proc_put(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
+{
+    struct nv_gm_server *s = arg;
+    if (call->nargs < 4)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    uint64_t id = call->args[0], region = call->args[1], first = call->args[2], n = call->args[3];
+    if (!n || n > NV_GM_PUT_MAX || call->len != n * NV_GM_PAGE || first + n < first)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    return put_pages(s, ctx, call, id, region, NULL, first, n, call->payload);
+}
+
+static int proc_putv(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
+{
+    struct nv_gm_server *s = arg;
+    if (call->nargs < 3)
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    uint64_t id = call->args[0], region = call->args[1], n = call->args[2];
+    if (!n || n > NV_GM_PUT_MAX || call->len != n * (sizeof(uint64_t) + NV_GM_PAGE))
+        return refuse(s, ctx, call, NETVM_ERR_INVAL);
+    /* the payload need not be aligned for u64 loads */
+    uint64_t list[NV_GM_PUT_MAX];
+    memcpy(list, call->payload, n * sizeof(uint64_t));
+    for (uint64_t i = 1; i < n; i++)
+        if (list[i] <= list[i - 1])
+            return refuse(s, ctx, call, NETVM_ERR_INVAL);   /* unsorted, or a page twice */
+    return put_pages(s, ctx, call, id, region, list, 0, n, (const uint8_t *)call->payload + n * sizeof(uint64_t));
 }
 
 static int proc_get(netvm_ctx_t *ctx, netvm_rpc_call_t *call, void *arg)
@@ -329,7 +353,7 @@ netvm_status_t nv_gm_procs_register(struct nv_gm_server *s)
     static const struct { unsigned op; netvm_rpc_proc_fn fn; } procs[] = {
         { NV_GM_HELLO, proc_hello }, { NV_GM_PUT, proc_put },   { NV_GM_GET, proc_get },
         { NV_GM_FREE, proc_free },   { NV_GM_MOVE, nv_gm_proc_move }, { NV_GM_STAT, proc_stat },
-        { NV_GM_GETN, proc_getn },
+        { NV_GM_GETN, proc_getn },   { NV_GM_PUTV, proc_putv },
     };
     for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
         netvm_status_t st = nv_rpc_svc_register(s->ctx, nv_gm_k(procs[i].op), procs[i].fn, s);

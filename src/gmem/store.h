@@ -59,6 +59,13 @@ struct nv_gstore_ops {
      * dirty). buf stays the caller's until done. */
     netvm_status_t (*store_nb)(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
                                nv_gstore_done_fn done, void *arg);
+    /* The same for n pages that need not be adjacent: pages ascending,
+     * page i's bytes at src[i]; src is the caller's until done. Optional
+     * (NULL: the caller stores runs with store_nb); the remote store sends
+     * one PUTV a server for each group of pages placed alike, where
+     * store_nb would send a PUT a run. n <= NV_GM_PUT_MAX. */
+    netvm_status_t (*store_vec_nb)(struct nv_gstore *s, const uint64_t *pages, const void *const *src, uint64_t n,
+                                   nv_gstore_done_fn done, void *arg);
     /* Forget pages [first, first + n): the program discarded them
      * (MADV_DONTNEED, munmap of part): they read as zeros from now. Frees
      * them at the servers without waiting. */

@@ -143,6 +143,7 @@ static const struct nv_gstore_ops remote_ops = {
     .fetch_nb = nv_gm_fetch_nb,
     .fetchn_nb = nv_gm_fetchn_nb,
     .store_nb = nv_gm_store_nb,
+    .store_vec_nb = nv_gm_store_vec_nb,
     .discard = nv_gm_discard,
     .health = nv_gm_health,
     .close = rs_close,

@@ -104,6 +104,8 @@ netvm_status_t nv_gm_fetchn_nb(struct nv_gstore *s, uint64_t first, uint64_t n, 
                                nv_gstore_ndone_fn done, void *arg);
 netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, const void *buf,
                               nv_gstore_done_fn done, void *arg);
+netvm_status_t nv_gm_store_vec_nb(struct nv_gstore *s, const uint64_t *pages, const void *const *src, uint64_t n,
+                                  nv_gstore_done_fn done, void *arg);
 
 /* The shared store's operations that a file cache's store reuses. */
 int            nv_gm_sh_has(struct nv_gstore *s, uint64_t page);

@@ -3,7 +3,10 @@
  * parallel; a server that refuses (its pool or this client's bound is
  * full) or fails is replaced by the next server of the placement. When
  * every copy is settled the directory names the servers that took each
- * page, and copies left on servers no longer named are freed. */
+ * page, and copies left on servers no longer named are freed. Pages that
+ * are not adjacent (an evictor's batch of scattered victims) are grouped
+ * by placement instead, each group gathered into one PUTV a server: with
+ * two servers and R = 2 a batch of 64 victims is 2 calls, not 128. */
 #include "gmem/store_remote.h"
 
 #include <sched.h>
@@ -13,6 +16,8 @@
 
 struct put_chunk {
     uint64_t    first, n;
+    uint32_t   *idx;       /* a PUTV's: its pages' indexes in the op; NULL: first .. first + n - 1 */
+    uint8_t    *gather;    /* a PUTV's payload: n page numbers, then the n pages */
     uint8_t     order[NV_GM_MAX_SERVERS];
     int         norder;
     _Atomic int nextpos;
@@ -30,7 +35,9 @@ struct put_copy {
 struct put_op {
     struct nv_gstore_remote *r;
     uint64_t          page, n;
+    const uint64_t   *pages;    /* a vector's pages, ascending; NULL: page .. page + n - 1 */
     const uint8_t    *buf;
+    uint8_t          *gather;   /* the PUTVs' payloads */
     nv_gstore_done_fn done;
     void             *arg;
     _Atomic int       pending;
@@ -40,6 +47,13 @@ struct put_op {
     struct put_chunk *chunks;
     struct put_copy  *copies;
 };
+
+/* The chunk's i-th page; *k: its index in the op (for op->start). */
+static uint64_t chunk_page(const struct put_op *op, const struct put_chunk *c, uint64_t i, uint64_t *k)
+{
+    *k = c->idx ? c->idx[i] : c->first - op->page + i;
+    return op->pages ? op->pages[*k] : op->page + *k;
+}
 
 /* Wait until no mover works on the page, then mark a store under way. */
 static uint64_t begin_page(struct nv_gstore_remote *r, uint64_t p)
@@ -72,10 +86,11 @@ static void finalize(struct put_op *op)
         memcpy(h, c->acked, (size_t)na);
         uint8_t stale[NV_GM_MAX_SERVERS] = { 0 };
         int discarded = 0;
-        for (uint64_t p = c->first; p < c->first + c->n; p++) {
+        for (uint64_t i = 0; i < c->n; i++) {
+            uint64_t k, p = chunk_page(op, c, i, &k);
             uint64_t e = atomic_load(&r->dir[p]), nw;
             for (;;) {
-                if ((e & NV_GM_E_GENMASK) != (op->start[p - op->page] & NV_GM_E_GENMASK)) {
+                if ((e & NV_GM_E_GENMASK) != (op->start[k] & NV_GM_E_GENMASK)) {
                     /* discarded while we stored: our copies are not wanted */
                     nw = e & ~NV_GM_E_W;
                     discarded = 1;
@@ -103,14 +118,24 @@ static void finalize(struct put_op *op)
         if (discarded)
             for (int i = 0; i < na; i++)
                 stale[c->acked[i]] = 1;
-        for (int x = 0; x < NV_GM_MAX_SERVERS; x++)
-            if (stale[x])
+        for (int x = 0; x < NV_GM_MAX_SERVERS; x++) {
+            if (!stale[x])
+                continue;
+            if (!c->idx) {
                 nv_gm_free_at(r, x, c->first, c->n);
+                continue;
+            }
+            for (uint64_t i = 0; i < c->n; i++) {
+                uint64_t k, p = chunk_page(op, c, i, &k);
+                nv_gm_free_at(r, x, p, 1);
+            }
+        }
         if (na < want && st == NETVM_OK)
             st = atomic_load(&op->status) != NETVM_OK ? atomic_load(&op->status) : NETVM_ERR_PEER;
     }
     nv_gstore_done_fn done = op->done;
     void *arg = op->arg;
+    free(op->gather);
     free(op);
     done(arg, (netvm_status_t)st);
 }
@@ -122,6 +147,7 @@ static void copy_settled(struct put_op *op)
 }
 
 static int put_cont(netvm_ctx_t *ctx, const netvm_rpc_outcome_t *o, void *arg);
+static netvm_status_t send_copies(struct put_op *op, int nchunks, int R);
 
 /* Send copy cp to the next server of its chunk's placement; 0 if none is
  * left. */
@@ -142,10 +168,17 @@ static int issue_copy(struct put_copy *cp)
             return 0;
         netvm_rpc_push(h, put_cont, cp);
         cp->server = x;
-        uint64_t args[4] = { op->r->owner, op->r->region, c->first, c->n };
-        netvm_status_t st = nv_rpc_svc_issue(h, g->srv[x].peer, nv_gm_k(NV_GM_PUT), args, 4,
-                                             op->buf + (c->first - op->page) * NV_GM_PAGE, c->n * NV_GM_PAGE, NULL, 0,
-                                             op->r->timeout_ms);
+        netvm_status_t st;
+        if (c->idx) {
+            uint64_t args[3] = { op->r->owner, op->r->region, c->n };
+            st = nv_rpc_svc_issue(h, g->srv[x].peer, nv_gm_k(NV_GM_PUTV), args, 3, c->gather,
+                                  c->n * (sizeof(uint64_t) + NV_GM_PAGE), NULL, 0, op->r->timeout_ms);
+        } else {
+            uint64_t args[4] = { op->r->owner, op->r->region, c->first, c->n };
+            st = nv_rpc_svc_issue(h, g->srv[x].peer, nv_gm_k(NV_GM_PUT), args, 4,
+                                  op->buf + (c->first - op->page) * NV_GM_PAGE, c->n * NV_GM_PAGE, NULL, 0,
+                                  op->r->timeout_ms);
+        }
         netvm_rpc_drop(h);
         if (st == NETVM_OK)
             return 1;
@@ -218,6 +251,13 @@ netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, co
          * directory computes the same holders (store_shared.c) */
         c->norder = nv_gm_place(r->g, r->shared ? r->owner : r->region, ext, c->order, NV_GM_MAX_SERVERS);
     }
+    return send_copies(op, nchunks, R);
+}
+
+/* Send every copy of the op's chunks; the op settles (done) when each is
+ * answered or failed. */
+static netvm_status_t send_copies(struct put_op *op, int nchunks, int R)
+{
     /* every copy is counted in pending before the first is sent, since a
      * fast answer may settle the op while we still issue */
     int unsent = 0;
@@ -238,4 +278,88 @@ netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, co
             copy_settled(op);
     }
     return NETVM_OK;
+}
+
+netvm_status_t nv_gm_store_vec_nb(struct nv_gstore *s, const uint64_t *pages, const void *const *src, uint64_t n,
+                                  nv_gstore_done_fn done, void *arg)
+{
+    struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
+    if (!n || n > NV_GM_PUT_MAX || !pages || !src || !done)
+        return NETVM_ERR_INVAL;
+    for (uint64_t i = 0; i < n; i++)
+        if (pages[i] >= r->npages || (i && pages[i] <= pages[i - 1]) || !src[i])
+            return NETVM_ERR_INVAL;
+    uint64_t hi = atomic_load(&r->hi);
+    while (hi < pages[n - 1] + 1 && !atomic_compare_exchange_weak(&r->hi, &hi, pages[n - 1] + 1)) {
+    }
+    int R = r->replicas;
+    size_t sz = sizeof(struct put_op) + n * (2 * sizeof(uint64_t) + sizeof(uint32_t) + sizeof(uint16_t)) +
+                n * sizeof(struct put_chunk) + n * (size_t)R * sizeof(struct put_copy);
+    struct put_op *op = calloc(1, sz);
+    uint8_t *gather = malloc(n * (sizeof(uint64_t) + NV_GM_PAGE));
+    if (!op || !gather) {
+        free(op);
+        free(gather);
+        return NETVM_ERR_NOMEM;
+    }
+    op->start = (uint64_t *)(op + 1);
+    uint64_t *plist = op->start + n;
+    op->chunks = (struct put_chunk *)(plist + n);
+    op->copies = (struct put_copy *)(op->chunks + n);
+    uint32_t *idx = (uint32_t *)(op->copies + n * (size_t)R);
+    uint16_t *cid = (uint16_t *)(idx + n);
+    memcpy(plist, pages, n * sizeof *plist);
+    op->r = r;
+    op->pages = plist;
+    op->page = 0;
+    op->n = n;
+    op->gather = gather;
+    op->done = done;
+    op->arg = arg;
+    /* group the pages by placement: each group goes to the same servers */
+    int nchunks = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t order[NV_GM_MAX_SERVERS];
+        int norder = nv_gm_place(r->g, r->shared ? r->owner : r->region, pages[i] / NV_GM_EXTENT, order,
+                                 NV_GM_MAX_SERVERS);
+        int ci = 0;
+        while (ci < nchunks && !(op->chunks[ci].norder == norder &&
+                                 !memcmp(op->chunks[ci].order, order, (size_t)norder)))
+            ci++;
+        if (ci == nchunks) {
+            op->chunks[ci].norder = norder;
+            memcpy(op->chunks[ci].order, order, (size_t)norder);
+            nchunks++;
+        }
+        op->chunks[ci].n++;
+        cid[i] = (uint16_t)ci;
+    }
+    /* each group's indexes and gathered payload, in page order */
+    uint64_t at = 0;
+    uint8_t *g = gather;
+    for (int ci = 0; ci < nchunks; ci++) {
+        struct put_chunk *c = &op->chunks[ci];
+        c->idx = idx + at;
+        c->gather = g;
+        at += c->n;
+        g += c->n * (sizeof(uint64_t) + NV_GM_PAGE);
+        c->n = 0;   /* counted again as the pages are laid out */
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        struct put_chunk *c = &op->chunks[cid[i]];
+        uint64_t j = c->n++;
+        c->idx[j] = (uint32_t)i;
+        memcpy(c->gather + j * sizeof(uint64_t), &pages[i], sizeof(uint64_t));
+    }
+    for (int ci = 0; ci < nchunks; ci++) {
+        struct put_chunk *c = &op->chunks[ci];
+        for (uint64_t j = 0; j < c->n; j++)
+            memcpy(c->gather + c->n * sizeof(uint64_t) + j * NV_GM_PAGE, src[c->idx[j]], NV_GM_PAGE);
+    }
+    op->nchunks = nchunks;
+    atomic_init(&op->status, NETVM_OK);
+    atomic_init(&op->pending, nchunks * R);
+    for (uint64_t i = 0; i < n; i++)
+        op->start[i] = begin_page(r, pages[i]);
+    return send_copies(op, nchunks, R);
 }

@@ -77,6 +77,21 @@ static netvm_status_t put(int peer, uint64_t id, uint64_t region, uint64_t first
     return st;
 }
 
+/* PUTV of the n pages list[] (fill()'s contents for gen); payload as
+ * proto.h says: the page numbers, then the pages. */
+static netvm_status_t putv(int peer, uint64_t id, uint64_t region, const uint64_t *list, uint64_t n, unsigned gen)
+{
+    uint8_t *buf = malloc(n * (8 + NV_GM_PAGE));
+    CHECK(buf);
+    memcpy(buf, list, n * 8);
+    for (uint64_t i = 0; i < n; i++)
+        fill(buf + n * 8 + i * NV_GM_PAGE, region, list[i], gen);
+    uint64_t a[3] = { id, region, n };
+    netvm_status_t st = call(peer, NV_GM_PUTV, a, 3, buf, n * (8 + NV_GM_PAGE), NULL, 0, NULL);
+    free(buf);
+    return st;
+}
+
 /* GET a page and compare it with what fill() made for gen. */
 static netvm_status_t get_check(int peer, uint64_t id, uint64_t region, uint64_t page, unsigned gen, int *from)
 {
@@ -145,6 +160,31 @@ static void sc_basic(const char *addr, uint64_t n)
         CHECK_OK(put(p, my_id, 1, i, 1, 1));
     for (uint64_t i = 0; i < n; i++)
         CHECK_OK(get_check(p, my_id, 1, i, i % 3 == 0 ? 1 : 0, NULL));
+    /* PUTV: every fifth page of region 2 overwritten (no new slot), and
+     * scattered new pages of region 3 (slots taken) */
+    uint64_t list[NV_GM_PUT_MAX], nl = 0;
+    for (uint64_t i = 0; i < n && nl < NV_GM_PUT_MAX; i += 5)
+        list[nl++] = i;
+    CHECK_OK(putv(p, my_id, 2, list, nl, 2));
+    for (uint64_t i = 0; i < n; i++)
+        CHECK_OK(get_check(p, my_id, 2, i, i % 5 == 0 && i / 5 < nl ? 2 : 0, NULL));
+    uint64_t r3[4] = { 3, 17, 18, 1000 };
+    CHECK_OK(putv(p, my_id, 3, r3, 4, 0));
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(get_check(p, my_id, 3, r3[i], 0, NULL));
+    CHECK_ST(get_check(p, my_id, 3, 4, 0, NULL), NETVM_ERR_NOTFOUND);
+    CHECK(stat_of(p).used_pages == 2 * n + 4);
+    /* malformed PUTVs change nothing: unsorted, a page twice, no pages,
+     * a length that is not n * (8 + page), another client's id */
+    uint64_t unsorted[2] = { 40, 30 }, twice[2] = { 50, 50 };
+    CHECK_ST(putv(p, my_id, 3, unsorted, 2, 0), NETVM_ERR_INVAL);
+    CHECK_ST(putv(p, my_id, 3, twice, 2, 0), NETVM_ERR_INVAL);
+    uint64_t none[3] = { my_id, 3, 0 }, two[3] = { my_id, 3, 2 };
+    CHECK_ST(call(p, NV_GM_PUTV, none, 3, page, 0, NULL, 0, NULL), NETVM_ERR_INVAL);
+    CHECK_ST(call(p, NV_GM_PUTV, two, 3, page, sizeof page, NULL, 0, NULL), NETVM_ERR_INVAL);
+    CHECK_ST(putv(p, my_id ^ 1, 3, r3, 4, 0), NETVM_ERR_KEY);
+    CHECK(stat_of(p).used_pages == 2 * n + 4);
+    CHECK(free_(p, my_id, 3, 0, UINT64_MAX) == 4);
     struct nv_gm_stat s = stat_of(p);
     CHECK(s.used_pages == 2 * n && s.clients == 1 && s.pool_pages == pool);
     /* FREE a range, then the whole of region 2 */
