@@ -77,10 +77,39 @@ struct batch {
     int      n;
 };
 
-/* The batch's dirty pages in one store_vec_nb: scattered victims in a
- * call a server, not a call a page. Sorted: the hand passes in order but
- * may wrap round within a batch. */
-static void wb_issue_vec(struct nv_gm_region *r, struct wb_wait *w, const struct batch *b)
+/* Store the n pages pages[] (ascending), page i's bytes at src[i]: in one
+ * store_vec_nb where the store has it (scattered pages: a call a server,
+ * not a call a page), else a store_nb a run of adjacent pages whose bytes
+ * are adjacent too. */
+static void wb_issue_pages(struct nv_gm_region *r, struct wb_wait *w, const uint64_t *pages,
+                           const void *const *src, uint64_t n)
+{
+    if (!n)
+        return;
+    if (!r->store->ops->store_vec_nb) {
+        for (uint64_t i = 0; i < n;) {
+            uint64_t j = i + 1;
+            while (j < n && pages[j] == pages[j - 1] + 1 &&
+                   (const unsigned char *)src[j] == (const unsigned char *)src[j - 1] + NV_GM_PAGE)
+                j++;
+            wb_issue(r, w, pages[i], j - i, src[i]);
+            i = j;
+        }
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        nv_gm_child_before_store(r, pages[i], 1);
+    pthread_mutex_lock(&w->lock);
+    w->pending++;
+    pthread_mutex_unlock(&w->lock);
+    netvm_status_t st = r->store->ops->store_vec_nb(r->store, pages, src, n, wb_done, w);
+    if (st != NETVM_OK)
+        wb_done(w, st);
+}
+
+/* The batch's dirty pages, sorted (the hand passes in order but may wrap
+ * round within a batch). */
+static void wb_issue_batch(struct nv_gm_region *r, struct wb_wait *w, const struct batch *b)
 {
     uint64_t pages[NV_GM_STAGE];
     const void *src[NV_GM_STAGE];
@@ -88,7 +117,6 @@ static void wb_issue_vec(struct nv_gm_region *r, struct wb_wait *w, const struct
     for (int i = 0; i < b->n; i++) {
         if (!(b->old[i] & NV_GM_DIRTY))
             continue;
-        nv_gm_child_before_store(r, b->page[i], 1);
         uint64_t j = n++;
         for (; j > 0 && pages[j - 1] > b->page[i]; j--) {
             pages[j] = pages[j - 1];
@@ -97,14 +125,7 @@ static void wb_issue_vec(struct nv_gm_region *r, struct wb_wait *w, const struct
         pages[j] = b->page[i];
         src[j] = r->stage + (size_t)i * NV_GM_PAGE;
     }
-    if (!n)
-        return;
-    pthread_mutex_lock(&w->lock);
-    w->pending++;
-    pthread_mutex_unlock(&w->lock);
-    netvm_status_t st = r->store->ops->store_vec_nb(r->store, pages, src, n, wb_done, w);
-    if (st != NETVM_OK)
-        wb_done(w, st);
+    wb_issue_pages(r, w, pages, src, n);
 }
 
 /* A write-back's span, as the program's discards see it (pager_events.c) */
@@ -123,20 +144,7 @@ static int batch_finish(struct nv_gm_region *r, struct batch *b)
     struct wb_wait w;
     wb_init(&w);
     wb_begin(r);
-    if (r->store->ops->store_vec_nb)
-        wb_issue_vec(r, &w, b);
-    else
-        for (int i = 0; i < b->n;) {
-            if (!(b->old[i] & NV_GM_DIRTY)) {
-                i++;
-                continue;
-            }
-            int j = i + 1;
-            while (j < b->n && (b->old[j] & NV_GM_DIRTY) && b->page[j] == b->page[j - 1] + 1)
-                j++;
-            wb_issue(r, &w, b->page[i], (uint64_t)(j - i), r->stage + (size_t)i * NV_GM_PAGE);
-            i = j;
-        }
+    wb_issue_batch(r, &w, b);
     netvm_status_t st = wb_finish(&w);
     for (int i = 0; i < b->n; i++) {
         uint64_t p = b->page[i];
@@ -414,48 +422,44 @@ static uint64_t evict_round(struct nv_gm_region *r)
 static netvm_status_t clean(struct nv_gm_region *r, uint64_t max, unsigned char *buf)
 {
     netvm_status_t res = NETVM_OK;
-    uint64_t done = 0;
+    uint64_t done = 0, pages[NV_GM_STAGE];
+    const void *src[NV_GM_STAGE];
     uint64_t used = __atomic_load_n(&r->used, __ATOMIC_ACQUIRE);
     for (uint64_t p = 0; p < used && done < max;) {
-        uint64_t first = p, n = 0;
-        while (p < used && n < NV_GM_STAGE && done < max) {
+        /* up to a batch of dirty pages, adjacent or not, copied into buf */
+        uint64_t n = 0;
+        for (; p < used && n < NV_GM_STAGE && done < max; p++) {
             uint32_t s = __atomic_load_n(&r->state[p], __ATOMIC_ACQUIRE);
             if ((s & NV_GM_STATE) != NV_GM_RESIDENT || !(s & NV_GM_DIRTY) ||
                 !__atomic_compare_exchange_n(&r->state[p], &s, (s & ~(uint32_t)NV_GM_STATE) | NV_GM_BUSY, 0,
-                                             __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-                if (n)
-                    break;
-                first = ++p;
+                                             __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
                 continue;
-            }
             uintptr_t a = nv_gm_page_addr(r, p);
             /* protected first: a write from now on faults and redirties it */
             if (!a || nv_gm_uffd_wp(r->uffd, a, NV_GM_PAGE, UFFDIO_WRITEPROTECT_MODE_WP) != 0) {
                 /* EAGAIN (the mm is changing): left dirty for next time */
                 nv_gm_publish(r, p, s & ~(uint32_t)(NV_GM_STATE | NV_GM_DISCARD));
-                p++;
-                break;
+                continue;
             }
             nv_gm_copy_protected(buf + n * NV_GM_PAGE, (const void *)a);
-            if (!nv_gm_publish(r, p, s & ~(uint32_t)(NV_GM_STATE | NV_GM_DIRTY | NV_GM_DISCARD))) {
-                /* discarded by the program meanwhile: not written back */
-                p++;
-                break;
-            }
-            n++, p++, done++;
+            if (!nv_gm_publish(r, p, s & ~(uint32_t)(NV_GM_STATE | NV_GM_DIRTY | NV_GM_DISCARD)))
+                continue;   /* discarded by the program meanwhile: not written back */
+            pages[n] = p;
+            src[n] = buf + n * NV_GM_PAGE;
+            n++, done++;
         }
         if (!n)
             continue;
         struct wb_wait w;
         wb_init(&w);
         wb_begin(r);
-        wb_issue(r, &w, first, n, buf);
+        wb_issue_pages(r, &w, pages, src, n);
         netvm_status_t st = wb_finish(&w);
         wb_end(r);
         if (st != NETVM_OK) {
             res = st;
-            for (uint64_t q = first; q < first + n; q++)
-                __atomic_fetch_or(&r->state[q], NV_GM_DIRTY, __ATOMIC_ACQ_REL);
+            for (uint64_t i = 0; i < n; i++)
+                __atomic_fetch_or(&r->state[pages[i]], NV_GM_DIRTY, __ATOMIC_ACQ_REL);
         }
     }
     return res;
