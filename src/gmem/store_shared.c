@@ -82,6 +82,18 @@ netvm_status_t nv_gm_sh_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n,
     return nv_gm_store_nb(s, page, n, buf, done, arg);
 }
 
+static netvm_status_t sh_store_vec_nb(struct nv_gstore *s, const uint64_t *pages, const void *const *src, uint64_t n,
+                                      nv_gstore_done_fn done, void *arg)
+{
+    struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
+    if (r->shared->mode == NV_GM_SHARED_READ)
+        return NETVM_ERR_RIGHTS;
+    if (r->shared->mode == NV_GM_SHARED_WRITE && pages)
+        for (uint64_t i = 0; i < n; i++)
+            mark(r, pages[i], 1);
+    return nv_gm_store_vec_nb(s, pages, src, n, done, arg);
+}
+
 void nv_gm_sh_discard(struct nv_gstore *s, uint64_t first, uint64_t n)
 {
     struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
@@ -142,6 +154,7 @@ static const struct nv_gstore_ops shared_ops = {
     .fetch_nb = nv_gm_fetch_nb,
     .fetchn_nb = nv_gm_fetchn_nb,
     .store_nb = nv_gm_sh_store_nb,
+    .store_vec_nb = sh_store_vec_nb,
     .discard = nv_gm_sh_discard,
     .health = nv_gm_health,
     .close = nv_gm_sh_close,
