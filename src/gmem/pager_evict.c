@@ -47,12 +47,19 @@ static void wb_init(struct wb_wait *w)
     w->status = NETVM_OK;
 }
 
-static void wb_issue(struct nv_gm_region *r, struct wb_wait *w, uint64_t first, uint64_t n, const void *buf)
+/* One more store for the wait to count (one that does not start is
+ * settled at once, as failed: wb_done). */
+static void wb_add(struct wb_wait *w)
 {
-    nv_gm_child_before_store(r, first, n);
     pthread_mutex_lock(&w->lock);
     w->pending++;
     pthread_mutex_unlock(&w->lock);
+}
+
+static void wb_issue(struct nv_gm_region *r, struct wb_wait *w, uint64_t first, uint64_t n, const void *buf)
+{
+    nv_gm_child_before_store(r, first, n);
+    wb_add(w);
     netvm_status_t st = r->store->ops->store_nb(r->store, first, n, buf, wb_done, w);
     if (st != NETVM_OK)
         wb_done(w, st);
@@ -99,9 +106,7 @@ static void wb_issue_pages(struct nv_gm_region *r, struct wb_wait *w, const uint
     }
     for (uint64_t i = 0; i < n; i++)
         nv_gm_child_before_store(r, pages[i], 1);
-    pthread_mutex_lock(&w->lock);
-    w->pending++;
-    pthread_mutex_unlock(&w->lock);
+    wb_add(w);
     netvm_status_t st = r->store->ops->store_vec_nb(r->store, pages, src, n, wb_done, w);
     if (st != NETVM_OK)
         wb_done(w, st);
