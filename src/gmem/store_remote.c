@@ -134,6 +134,7 @@ static void rs_close(struct nv_gstore *s)
     for (uint64_t p = 0; p < hi; p++)
         nv_gm_dir_cas(r, p, atomic_load(&r->dir[p]), 0);
     munmap((void *)r->dir, r->npages * sizeof *r->dir);
+    nv_gm_put_cache_free(r);
     free(r);
 }
 

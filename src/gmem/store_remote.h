@@ -90,7 +90,15 @@ struct nv_gstore_remote {
     _Atomic uint64_t      lost, restored;
     _Atomic int           users;      /* the monitor working on it */
     struct nv_gstore_remote *next;    /* in g->regions */
+    /* a PUTV payload buffer of NV_GM_PUTV_CACHED pages kept between calls
+     * (store_remote_put.c): an evictor's batch would otherwise malloc and
+     * free 256 KiB, an mmap and munmap each, every time */
+    _Atomic(uint8_t *)    put_cache;
 };
+
+#define NV_GM_PUTV_CACHED 64u
+/* Free the kept PUTV buffer; at close, when no store is in flight. */
+void nv_gm_put_cache_free(struct nv_gstore_remote *r);
 
 /* Replace page's entry old by new (a CAS), keeping the servers' pages_held
  * counts; 0 if the entry was not old any more. */

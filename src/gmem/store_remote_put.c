@@ -48,6 +48,25 @@ struct put_op {
     struct put_copy  *copies;
 };
 
+/* A PUTV payload buffer for n pages: the store's kept one when n fits. */
+static uint8_t *gather_get(struct nv_gstore_remote *r, uint64_t n)
+{
+    uint8_t *b = n <= NV_GM_PUTV_CACHED ? atomic_exchange(&r->put_cache, NULL) : NULL;
+    return b ? b : malloc((n > NV_GM_PUTV_CACHED ? n : NV_GM_PUTV_CACHED) * (sizeof(uint64_t) + NV_GM_PAGE));
+}
+
+static void gather_put(struct nv_gstore_remote *r, uint8_t *b, uint64_t n)
+{
+    uint8_t *none = NULL;
+    if (b && (n > NV_GM_PUTV_CACHED || !atomic_compare_exchange_strong(&r->put_cache, &none, b)))
+        free(b);
+}
+
+void nv_gm_put_cache_free(struct nv_gstore_remote *r)
+{
+    free(atomic_exchange(&r->put_cache, NULL));
+}
+
 /* The chunk's i-th page; *k: its index in the op (for op->start). */
 static uint64_t chunk_page(const struct put_op *op, const struct put_chunk *c, uint64_t i, uint64_t *k)
 {
@@ -74,31 +93,60 @@ static uint64_t begin_page(struct nv_gstore_remote *r, uint64_t p)
     }
 }
 
+/* Copies to free at the servers, gathered into runs a server: a page's
+ * copies where it was discarded while stored, and its old copies on
+ * servers no longer its holders. Only those pages: a chunk's other pages
+ * keep the copies just stored (freeing a whole chunk for one discarded
+ * page lost the rest, seen once chunks were scattered PUTVs). */
+struct free_runs {
+    uint64_t first[NV_GM_MAX_SERVERS], n[NV_GM_MAX_SERVERS];
+};
+
+static void free_add(struct nv_gstore_remote *r, struct free_runs *f, unsigned x, uint64_t p)
+{
+    if (f->n[x] && f->first[x] + f->n[x] == p) {
+        f->n[x]++;
+        return;
+    }
+    if (f->n[x])
+        nv_gm_free_at(r, (int)x, f->first[x], f->n[x]);
+    f->first[x] = p;
+    f->n[x] = 1;
+}
+
+static void free_flush(struct nv_gstore_remote *r, struct free_runs *f)
+{
+    for (int x = 0; x < NV_GM_MAX_SERVERS; x++)
+        if (f->n[x]) {
+            nv_gm_free_at(r, x, f->first[x], f->n[x]);
+            f->n[x] = 0;
+        }
+}
+
 static void finalize(struct put_op *op)
 {
     struct nv_gstore_remote *r = op->r;
     int want = r->replicas, st = NETVM_OK;
+    struct free_runs fr;
+    memset(fr.n, 0, sizeof fr.n);
     for (int ci = 0; ci < op->nchunks; ci++) {
         struct put_chunk *c = &op->chunks[ci];
         int na = atomic_load(&c->nacked);
         uint8_t h[NV_GM_RMAX];
         memset(h, NV_GM_NO_SERVER, sizeof h);
         memcpy(h, c->acked, (size_t)na);
-        uint8_t stale[NV_GM_MAX_SERVERS] = { 0 };
-        int discarded = 0;
         for (uint64_t i = 0; i < c->n; i++) {
             uint64_t k, p = chunk_page(op, c, i, &k);
             uint64_t e = atomic_load(&r->dir[p]), nw;
+            int discarded;
             for (;;) {
-                if ((e & NV_GM_E_GENMASK) != (op->start[k] & NV_GM_E_GENMASK)) {
-                    /* discarded while we stored: our copies are not wanted */
-                    nw = e & ~NV_GM_E_W;
-                    discarded = 1;
-                } else if (na == 0) {
+                discarded = (e & NV_GM_E_GENMASK) != (op->start[k] & NV_GM_E_GENMASK);
+                if (discarded)
+                    nw = e & ~NV_GM_E_W;   /* discarded while we stored: our copies are not wanted */
+                else if (na == 0)
                     nw = e & ~NV_GM_E_W;   /* the old copies (if any) stay what the page reads */
-                } else {
+                else
                     nw = nv_gm_e_with_holders((nv_gm_e_bump(e) & ~(3ull | NV_GM_E_W)) | NV_GM_PG_STORED, h);
-                }
                 uint64_t old = e;
                 if (nv_gm_dir_cas(r, p, e, nw)) {
                     e = old;
@@ -106,36 +154,27 @@ static void finalize(struct put_op *op)
                 }
                 e = atomic_load(&r->dir[p]);
             }
-            if (na && !discarded && nv_gm_e_state(e) == NV_GM_PG_STORED)
-                for (int i = 0; i < NV_GM_RMAX; i++) {
-                    unsigned x = nv_gm_e_holder(e, i);
+            if (discarded) {
+                for (int j = 0; j < na; j++)
+                    free_add(r, &fr, c->acked[j], p);
+                continue;
+            }
+            if (na && nv_gm_e_state(e) == NV_GM_PG_STORED)
+                for (int j = 0; j < NV_GM_RMAX; j++) {
+                    unsigned x = nv_gm_e_holder(e, j);
                     if (x != NV_GM_NO_SERVER && !nv_gm_e_holds(nw, x))
-                        stale[x] = 1;
+                        free_add(r, &fr, x, p);
                 }
-            if (na && !discarded && nv_gm_e_state(e) == NV_GM_PG_LOST)
+            if (na && nv_gm_e_state(e) == NV_GM_PG_LOST)
                 atomic_fetch_sub(&r->lost, 1);
-        }
-        if (discarded)
-            for (int i = 0; i < na; i++)
-                stale[c->acked[i]] = 1;
-        for (int x = 0; x < NV_GM_MAX_SERVERS; x++) {
-            if (!stale[x])
-                continue;
-            if (!c->idx) {
-                nv_gm_free_at(r, x, c->first, c->n);
-                continue;
-            }
-            for (uint64_t i = 0; i < c->n; i++) {
-                uint64_t k, p = chunk_page(op, c, i, &k);
-                nv_gm_free_at(r, x, p, 1);
-            }
         }
         if (na < want && st == NETVM_OK)
             st = atomic_load(&op->status) != NETVM_OK ? atomic_load(&op->status) : NETVM_ERR_PEER;
     }
+    free_flush(r, &fr);
     nv_gstore_done_fn done = op->done;
     void *arg = op->arg;
-    free(op->gather);
+    gather_put(r, op->gather, op->n);
     free(op);
     done(arg, (netvm_status_t)st);
 }
@@ -296,10 +335,9 @@ netvm_status_t nv_gm_store_vec_nb(struct nv_gstore *s, const uint64_t *pages, co
     size_t sz = sizeof(struct put_op) + n * (2 * sizeof(uint64_t) + sizeof(uint32_t) + sizeof(uint16_t)) +
                 n * sizeof(struct put_chunk) + n * (size_t)R * sizeof(struct put_copy);
     struct put_op *op = calloc(1, sz);
-    uint8_t *gather = malloc(n * (sizeof(uint64_t) + NV_GM_PAGE));
-    if (!op || !gather) {
+    uint8_t *gather = op ? gather_get(r, n) : NULL;
+    if (!gather) {
         free(op);
-        free(gather);
         return NETVM_ERR_NOMEM;
     }
     op->start = (uint64_t *)(op + 1);

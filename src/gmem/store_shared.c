@@ -145,6 +145,7 @@ void nv_gm_sh_close(struct nv_gstore *s)
     free(r->shared->written);
     free(r->shared);
     free((void *)r->dir);
+    nv_gm_put_cache_free(r);
     free(r);
 }
 
