@@ -7,6 +7,8 @@
 #include "gmem_test.h"
 #include "gmem/pager.h"
 
+#include <errno.h>
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,13 +97,28 @@ int main(int argc, char **argv)
     CHECK(madvise(m, GPAGE, MADV_DONTNEED) == 0);
     ver[0] = 0;
     CHECK(gt_check(m, 0, 0));
+    /* a page of the quarter that the evictor had taken out before the
+     * munmap is dropped from the store when its batch's write-back ends
+     * (pager_evict.c, batch_finish: marked discarded meanwhile); sync waits
+     * for the evictor's round, so that none is under way below */
+    CHECK_OK(netvm_gmem_sync(g));
     for (size_t p = keep; p < npages; p++)
         CHECK(!r->store->ops->has(r->store, p));
     for (size_t p = 0; p < keep; p++)
         if (!gt_check(m + p * GPAGE, p, ver[p]))
             FAILF("after munmap of part: page %zu wrong", p);
+    /* not MAP_FIXED: another thread (an allocator's mmap, the sanitizer's
+     * heap: one such clobbered under ASan) may have taken part of the hole
+     * meanwhile, and what it mapped is as much "not the region's" */
     unsigned char *other = mmap(m + keep * GPAGE, (npages - keep) * GPAGE, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (other == MAP_FAILED && errno == EEXIST) {
+        CHECK_OK(netvm_gmem_unmap(g));
+        printf("madvise: munmap of a quarter: discarded in the store, the rest intact (the hole was taken by "
+               "another mapping before the test could map it)\n");
+        printf("madvise: ok\n");
+        return 0;
+    }
     CHECK(other == m + keep * GPAGE);
     memset(other, 0x5a, (npages - keep) * GPAGE);
     CHECK_OK(netvm_gmem_unmap(g));
