@@ -74,6 +74,15 @@ static uint64_t chunk_page(const struct put_op *op, const struct put_chunk *c, u
     return op->pages ? op->pages[*k] : op->page + *k;
 }
 
+/* Pages at or above top were never stored until now: the directory's
+ * walks go up to it. */
+static void raise_hi(struct nv_gstore_remote *r, uint64_t top)
+{
+    uint64_t hi = atomic_load(&r->hi);
+    while (hi < top && !atomic_compare_exchange_weak(&r->hi, &hi, top)) {
+    }
+}
+
 /* Wait until no mover works on the page, then mark a store under way. */
 static uint64_t begin_page(struct nv_gstore_remote *r, uint64_t p)
 {
@@ -257,9 +266,7 @@ netvm_status_t nv_gm_store_nb(struct nv_gstore *s, uint64_t page, uint64_t n, co
     struct nv_gstore_remote *r = (struct nv_gstore_remote *)s;
     if (!n || page >= r->npages || n > r->npages - page || !buf || !done)
         return NETVM_ERR_INVAL;
-    uint64_t hi = atomic_load(&r->hi);
-    while (hi < page + n && !atomic_compare_exchange_weak(&r->hi, &hi, page + n)) {
-    }
+    raise_hi(r, page + n);
     uint64_t first_ext = page / NV_GM_EXTENT, last_ext = (page + n - 1) / NV_GM_EXTENT;
     int nchunks = (int)(last_ext - first_ext + 1), R = r->replicas;
     size_t sz = sizeof(struct put_op) + n * sizeof(uint64_t) + (size_t)nchunks * sizeof(struct put_chunk) +
@@ -328,9 +335,7 @@ netvm_status_t nv_gm_store_vec_nb(struct nv_gstore *s, const uint64_t *pages, co
     for (uint64_t i = 0; i < n; i++)
         if (pages[i] >= r->npages || (i && pages[i] <= pages[i - 1]) || !src[i])
             return NETVM_ERR_INVAL;
-    uint64_t hi = atomic_load(&r->hi);
-    while (hi < pages[n - 1] + 1 && !atomic_compare_exchange_weak(&r->hi, &hi, pages[n - 1] + 1)) {
-    }
+    raise_hi(r, pages[n - 1] + 1);
     int R = r->replicas;
     size_t sz = sizeof(struct put_op) + n * (2 * sizeof(uint64_t) + sizeof(uint32_t) + sizeof(uint16_t)) +
                 n * sizeof(struct put_chunk) + n * (size_t)R * sizeof(struct put_copy);
@@ -355,12 +360,18 @@ netvm_status_t nv_gm_store_vec_nb(struct nv_gstore *s, const uint64_t *pages, co
     op->done = done;
     op->arg = arg;
     /* group the pages by placement: each group goes to the same servers */
-    int nchunks = 0;
+    int nchunks = 0, ci = 0;
+    uint64_t ext = UINT64_MAX;
     for (uint64_t i = 0; i < n; i++) {
+        if (pages[i] / NV_GM_EXTENT == ext) {   /* placed as the page before */
+            op->chunks[ci].n++;
+            cid[i] = (uint16_t)ci;
+            continue;
+        }
+        ext = pages[i] / NV_GM_EXTENT;
         uint8_t order[NV_GM_MAX_SERVERS];
-        int norder = nv_gm_place(r->g, r->shared ? r->owner : r->region, pages[i] / NV_GM_EXTENT, order,
-                                 NV_GM_MAX_SERVERS);
-        int ci = 0;
+        int norder = nv_gm_place(r->g, r->shared ? r->owner : r->region, ext, order, NV_GM_MAX_SERVERS);
+        ci = 0;
         while (ci < nchunks && !(op->chunks[ci].norder == norder &&
                                  !memcmp(op->chunks[ci].order, order, (size_t)norder)))
             ci++;
