@@ -96,37 +96,119 @@ int nv_gm_view_alive(struct nv_gm_view *v) { return !nv_pidfd_exited(v->pidfd); 
 static uint64_t load64(const uint8_t *p) { return __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED); }
 static uint32_t load32(const uint8_t *p) { return __atomic_load_n((const uint32_t *)p, __ATOMIC_RELAXED); }
 
-int nv_gm_view_read(struct nv_gm_view *v, uint64_t client, uint64_t region, uint64_t page, void *buf)
+/* The slot of page (client, region, page) if its chain shows it now: the
+ * shard's word read before the walk in *s1 (odd: busy, NV_GM_NIL_SLOT).
+ * The caller checks the word again after it copied the page. */
+#define NV_GM_NIL_SLOT UINT32_MAX
+static uint32_t view_find(const struct nv_gm_view *v, uint64_t hash, uint64_t client, uint64_t region,
+                          uint64_t page, const _Atomic uint64_t *seq, uint64_t *s1)
 {
     const struct nv_gm_view_hdr *h = &v->h;
-    uint64_t hash = nv_gm_hash3(client, region, page);
-    const _Atomic uint64_t *seq =
-        (const _Atomic uint64_t *)(v->base + h->off_seq + (hash & (h->nshards - 1)) * NV_GM_VIEW_SEQ_STRIDE);
-    const uint8_t *bucket = v->base + h->off_buckets + (hash & (h->nbuckets - 1)) * sizeof(uint32_t);
+    *s1 = atomic_load_explicit(seq, memory_order_acquire);
+    if (*s1 & 1)
+        return NV_GM_NIL_SLOT;
+    uint32_t slot = load32(v->base + h->off_buckets + (hash & (h->nbuckets - 1)) * sizeof(uint32_t));
+    for (int walked = 0; slot < h->npages && walked < VIEW_WALK_MAX; walked++) {
+        const uint8_t *e = v->base + h->off_meta + (uint64_t)slot * h->meta_stride;
+        if (load64(e + offsetof(struct nv_gm_view_entry, client)) == client &&
+            load64(e + offsetof(struct nv_gm_view_entry, region)) == region &&
+            load64(e + offsetof(struct nv_gm_view_entry, page)) == page)
+            return slot;
+        slot = load32(e + offsetof(struct nv_gm_view_entry, next));
+    }
+    return NV_GM_NIL_SLOT;
+}
+
+static const _Atomic uint64_t *view_seq(const struct nv_gm_view *v, uint64_t hash)
+{
+    return (const _Atomic uint64_t *)(v->base + v->h.off_seq + (hash & (v->h.nshards - 1)) * NV_GM_VIEW_SEQ_STRIDE);
+}
+
+/* A page's lines asked of the caches before they are copied. */
+static void prefetch_page(const uint8_t *p)
+{
+    for (unsigned o = 0; o < NV_GM_PAGE; o += 64)
+        __builtin_prefetch(p + o, 0, 2);
+}
+
+uint64_t nv_gm_view_read_run(struct nv_gm_view *v, uint64_t client, uint64_t region, uint64_t first, uint64_t n,
+                             void *buf, uint64_t want)
+{
+    /* Why a run is read in two passes: read one page after another, each
+     * page's walk (its bucket, then its entry: misses in a large pool)
+     * waited for the one before it, and each copy began from memory. Now
+     * the run's buckets are asked for together, then the walks find the
+     * slots (their misses overlap), and a page's bytes are asked for
+     * while the page before it is copied. Each page is still checked
+     * against its shard's word: read before its walk, again after its
+     * copy. */
+    const struct nv_gm_view_hdr *h = &v->h;
+    uint64_t hash[64], s1[64], got = 0;
+    uint32_t slot[64];
+    if (n > 64)
+        n = 64;
+    for (uint64_t i = 0; i < n; i++) {
+        if (!(want >> i & 1))
+            continue;
+        hash[i] = nv_gm_hash3(client, region, first + i);
+        __builtin_prefetch(v->base + h->off_buckets + (hash[i] & (h->nbuckets - 1)) * sizeof(uint32_t));
+        __builtin_prefetch(view_seq(v, hash[i]));
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (want >> i & 1)
+            slot[i] = view_find(v, hash[i], client, region, first + i, view_seq(v, hash[i]), &s1[i]);
+    uint64_t retry = 0;
+    int first_copy = 1;
+    for (uint64_t i = 0; i < n; i++) {
+        if (!(want >> i & 1))
+            continue;
+        const _Atomic uint64_t *seq = view_seq(v, hash[i]);
+        if (slot[i] == NV_GM_NIL_SLOT) {
+            /* busy, or not shown: sure only if the shard stayed still */
+            atomic_thread_fence(memory_order_acquire);
+            if ((s1[i] & 1) || atomic_load_explicit(seq, memory_order_relaxed) != s1[i])
+                retry |= (uint64_t)1 << i;
+            continue;
+        }
+        if (first_copy)
+            prefetch_page(v->base + h->off_pool + (uint64_t)slot[i] * NV_GM_PAGE);
+        first_copy = 0;
+        uint64_t next = i + 1;
+        while (next < n && (!(want >> next & 1) || slot[next] == NV_GM_NIL_SLOT))
+            next++;
+        if (next < n)
+            prefetch_page(v->base + h->off_pool + (uint64_t)slot[next] * NV_GM_PAGE);
+        memcpy((uint8_t *)buf + i * NV_GM_PAGE, v->base + h->off_pool + (uint64_t)slot[i] * NV_GM_PAGE, NV_GM_PAGE);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(seq, memory_order_relaxed) == s1[i])
+            got |= (uint64_t)1 << i;
+        else
+            retry |= (uint64_t)1 << i;
+    }
+    /* a page whose shard was busy or changed under the first pass: alone,
+     * with nv_gm_view_read's tries */
+    for (uint64_t i = 0; i < n; i++)
+        if ((retry >> i & 1) && nv_gm_view_read(v, client, region, first + i, (uint8_t *)buf + i * NV_GM_PAGE))
+            got |= (uint64_t)1 << i;
+    return got;
+}
+
+int nv_gm_view_read(struct nv_gm_view *v, uint64_t client, uint64_t region, uint64_t page, void *buf)
+{
+    uint64_t hash = nv_gm_hash3(client, region, page), s1;
+    const _Atomic uint64_t *seq = view_seq(v, hash);
     for (int t = 0; t < VIEW_TRIES; t++) {
-        uint64_t s1 = atomic_load_explicit(seq, memory_order_acquire);
+        uint32_t slot = view_find(v, hash, client, region, page, seq, &s1);
         if (s1 & 1) {
             nv_cpu_relax();
             continue;
         }
-        uint32_t slot = load32(bucket);
-        int found = 0;
-        for (int walked = 0; slot < h->npages && walked < VIEW_WALK_MAX; walked++) {
-            const uint8_t *e = v->base + h->off_meta + (uint64_t)slot * h->meta_stride;
-            if (load64(e + offsetof(struct nv_gm_view_entry, client)) == client &&
-                load64(e + offsetof(struct nv_gm_view_entry, region)) == region &&
-                load64(e + offsetof(struct nv_gm_view_entry, page)) == page) {
-                found = 1;
-                break;
-            }
-            slot = load32(e + offsetof(struct nv_gm_view_entry, next));
-        }
-        if (found)
-            memcpy(buf, v->base + h->off_pool + (uint64_t)slot * NV_GM_PAGE, NV_GM_PAGE);
+        if (slot != NV_GM_NIL_SLOT)
+            memcpy(buf, v->base + v->h.off_pool + (uint64_t)slot * NV_GM_PAGE, NV_GM_PAGE);
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(seq, memory_order_relaxed) != s1)
             continue;   /* the shard changed under the walk or the copy */
-        return found;
+        return slot != NV_GM_NIL_SLOT;
     }
     return 0;
 }

@@ -88,6 +88,11 @@ struct nv_gm_view *nv_gm_view_attach(netvm_ctx_t *ctx, int peer, const netvm_seg
  * buf holds the page as the server stores it, 0 when the view does not
  * show it now (ask the server). Never blocks, never faults. */
 int  nv_gm_view_read(struct nv_gm_view *v, uint64_t client, uint64_t region, uint64_t page, void *buf);
+/* Pages first + i of a run (i < n <= 64, bit i of want) into buf + i
+ * pages, as nv_gm_view_read each, with the run's lookups overlapped: the
+ * bits of those copied. */
+uint64_t nv_gm_view_read_run(struct nv_gm_view *v, uint64_t client, uint64_t region, uint64_t first, uint64_t n,
+                             void *buf, uint64_t want);
 /* Whether the server still lives (one poll of its pidfd). A copy is used
  * only if this holds after it: a dead server's pool stays mapped here,
  * frozen, and a page stored since elsewhere (a shared region's writer

@@ -269,9 +269,10 @@ uint64_t nv_gm_srv_view_read(struct nv_gm_servers *g, int idx, uint64_t owner, u
     struct nv_gm_view *v = atomic_load(&s->view);
     uint64_t got = 0;
     if (v && nv_gm_srv_readable(g, idx)) {
-        for (uint64_t i = 0; i < n; i++)
-            if ((want >> i & 1) && nv_gm_view_read(v, owner, region, first + i, (uint8_t *)buf + i * NV_GM_PAGE))
-                got |= (uint64_t)1 << i;
+        if (n == 1)
+            got = (want & 1) && nv_gm_view_read(v, owner, region, first, buf);
+        else
+            got = nv_gm_view_read_run(v, owner, region, first, n, buf, want);
         if (got && !nv_gm_view_alive(v))
             got = 0;
     }
