@@ -155,14 +155,20 @@ static netvm_status_t check_msg(unsigned nargs, const uint64_t *args, const void
     return NETVM_OK;
 }
 
+/* Every field set one by one: a memset of the whole header compiles to a
+ * `rep stos`, whose start-up alone was about a tenth of a request's
+ * sending side in a profile of 0-byte round trips. */
 static void fill(struct nv_am_hdr *h, unsigned id, const uint64_t *args, unsigned nargs, size_t len)
 {
-    memset(h, 0, sizeof *h);
+    h->flags = 0;
     h->handler = (uint16_t)id;
     h->nargs = (uint8_t)nargs;
-    for (unsigned i = 0; i < nargs; i++)
-        h->args[i] = args[i];
+    h->status = 0;
+    h->credits = 0;
     h->len = len;
+    for (unsigned i = 0; i < NV_AM_MAX_ARGS; i++)
+        h->args[i] = i < nargs ? args[i] : 0;
+    h->token = (struct nv_am_token){ 0 };
 }
 
 /* A one-way message's common start (send, forward): its arguments checked,
@@ -230,9 +236,10 @@ static void make_token(netvm_ctx_t *ctx, struct netvm_req *q, struct nv_am_token
 {
     uint32_t id = nv_req_id(q);
     /* keyed by a number no other call of this context ever had: a call id
-     * comes round again (a request slot's 16-bit use count wraps), a key
-     * never does, so a stale reply cannot pass for a later call's */
-    uint64_t n = atomic_fetch_add_explicit(&ctx->call_nonce, 1, memory_order_relaxed);
+     * comes round again (a request slot's 16-bit use count wraps), the
+     * slot's 64-bit count of calls never does, and the id holds the slot's
+     * index. The slot is ours until the call is over: a plain increment */
+    uint64_t n = ++q->calls;
     uint64_t key = nv_siphash2(ctx->token_key, n, 0x63616c6cull << 32 | id);   /* "call" */
     t->origin = ctx->uuid;
     t->call = id;

@@ -235,12 +235,22 @@ static void user_message(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_rx *r
             owe_credit(ctx, p);
         return;
     }
-    netvm_am_msg_t msg = { .peer = nv_peer_id(p), .id = rx->h.handler, .nargs = rx->h.nargs,
-                           .payload = rx->payload, .len = (size_t)rx->h.len,
-                           .has_token = (rx->h.flags & NV_AMW_F_TOKEN) != 0, .nv = rx };
+    /* field by field: a zeroing initializer of the whole message is a
+     * `rep stos`, slow to start for a few words */
+    netvm_am_msg_t msg;
+    msg.peer = nv_peer_id(p);
+    msg.id = rx->h.handler;
+    msg.nargs = rx->h.nargs;
     memcpy(msg.args, rx->h.args, sizeof msg.args);
+    msg.payload = rx->payload;
+    msg.len = (size_t)rx->h.len;
+    msg.has_token = (rx->h.flags & NV_AMW_F_TOKEN) != 0;
     if (msg.has_token)
         nv_am_token_to_pub(&rx->h.token, &msg.token);
+    else
+        msg.token = (netvm_am_token_t){ { 0 } };
+    msg.deferred = 0;
+    msg.nv = rx;
     rx->cookie = NULL;
     int r = call_handler(ctx, fn, ctx->am[rx->h.handler].arg, &msg);
     if (!rx->payload && rx->h.len) {

@@ -130,6 +130,7 @@ struct netvm_req {
     netvm_rseg_t    *ev_rseg;
     /* an active-message request: the reply token's key, where its answer goes */
     _Atomic uint64_t   key;       /* published last (release): a reply that matches it sees the rest */
+    uint64_t           calls;     /* calls made with this slot: with its index, numbers each key */
     _Atomic uint64_t   pkey;      /* the payload key its reply must carry (a stale reply may
                                      read it while the slot is reused: atomic) */
     netvm_am_result_t *amres;
@@ -263,7 +264,6 @@ struct netvm_ctx {
     } svc[8];
     _Atomic int       ndeferred; /* messages deferred, all peers */
     unsigned          am_credits_init;
-    _Atomic uint64_t  call_nonce;   /* numbers the calls: each reply token's key is unique */
     struct {
         _Atomic uint64_t sent, received, replies, dropped_replies, dropped_no_handler, deferred,
                          credit_waits;

@@ -71,7 +71,10 @@ struct netvm_req *nv_req_alloc(netvm_ctx_t *ctx, struct nv_peer *p, uint64_t *re
     struct netvm_req *r = pop_free(ctx);
     if (!r)
         return NULL;
-    uint16_t gen = (uint16_t)(atomic_fetch_add_explicit(&r->gen, 1, memory_order_relaxed) + 1);
+    /* the slot is ours alone once popped: no locked increment (stale
+     * replies and waiters only read gen) */
+    uint16_t gen = (uint16_t)(atomic_load_explicit(&r->gen, memory_order_relaxed) + 1);
+    atomic_store_explicit(&r->gen, gen, memory_order_relaxed);
     r->peer = p;
     atomic_store_explicit(&r->peer_id, nv_peer_id(p), memory_order_relaxed);
     r->status = NETVM_OK;

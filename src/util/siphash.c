@@ -6,9 +6,11 @@ static inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b
 
 static inline uint64_t le64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
+    uint64_t v;
+    memcpy(&v, p, 8);   /* one load, not eight */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
     return v;
 }
 
@@ -46,12 +48,29 @@ uint64_t nv_siphash(const uint8_t key[16], const void *data, size_t len)
     return v0 ^ v1 ^ v2 ^ v3;
 }
 
+/* The same function as nv_siphash over the 16 little-endian bytes of a and
+ * b, without packing them into bytes first: a reply token's key is one of
+ * these per call. */
 uint64_t nv_siphash2(const uint8_t key[16], uint64_t a, uint64_t b)
 {
-    uint8_t buf[16];
-    for (int i = 0; i < 8; i++) {
-        buf[i] = (uint8_t)(a >> (8 * i));
-        buf[8 + i] = (uint8_t)(b >> (8 * i));
-    }
-    return nv_siphash(key, buf, sizeof buf);
+    uint64_t k0 = le64(key), k1 = le64(key + 8);
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ull, v1 = k1 ^ 0x646f72616e646f6dull;
+    uint64_t v2 = k0 ^ 0x6c7967656e657261ull, v3 = k1 ^ 0x7465646279746573ull;
+    v3 ^= a;
+    ROUND(v0, v1, v2, v3);
+    ROUND(v0, v1, v2, v3);
+    v0 ^= a;
+    v3 ^= b;
+    ROUND(v0, v1, v2, v3);
+    ROUND(v0, v1, v2, v3);
+    v0 ^= b;
+    uint64_t last = (uint64_t)16 << 56;
+    v3 ^= last;
+    ROUND(v0, v1, v2, v3);
+    ROUND(v0, v1, v2, v3);
+    v0 ^= last;
+    v2 ^= 0xff;
+    for (int i = 0; i < 4; i++)
+        ROUND(v0, v1, v2, v3);
+    return v0 ^ v1 ^ v2 ^ v3;
 }

@@ -5,21 +5,39 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline void nv_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static inline void nv_put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static inline void nv_put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static inline uint16_t nv_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+/* One load or store each: GCC 12 does not merge the byte-at-a-time form
+ * into one access, and a message header is read and written field by field
+ * on every active message. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define NV_LE16(v) __builtin_bswap16(v)
+#define NV_LE32(v) __builtin_bswap32(v)
+#define NV_LE64(v) __builtin_bswap64(v)
+#else
+#define NV_LE16(v) (v)
+#define NV_LE32(v) (v)
+#define NV_LE64(v) (v)
+#endif
+
+static inline void nv_put16(uint8_t *p, uint16_t v) { v = NV_LE16(v); memcpy(p, &v, 2); }
+static inline void nv_put32(uint8_t *p, uint32_t v) { v = NV_LE32(v); memcpy(p, &v, 4); }
+static inline void nv_put64(uint8_t *p, uint64_t v) { v = NV_LE64(v); memcpy(p, &v, 8); }
+static inline uint16_t nv_get16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return NV_LE16(v);
+}
 static inline uint32_t nv_get32(const uint8_t *p)
 {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return NV_LE32(v);
 }
 static inline uint64_t nv_get64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return NV_LE64(v);
 }
 
 #endif
