@@ -20,7 +20,11 @@
  * address inside those ranges, is ours: the handler lowers the flag and
  * returns into a function that siglongjmps back into the guarded function
  * (on x86-64 and arm64; elsewhere the handler jumps itself), which returns
- * -1 with errno EFAULT. Every other SIGSEGV or SIGBUS (outside a guard, at
+ * -1 with errno EFAULT. On x86-64 (outside the sanitizer builds) a copy
+ * of at most 128 bytes sets nothing up at all: it runs in a routine of
+ * plain loads and stores, and the handler, seeing the fault at one of that
+ * routine's instructions, resumes it at its failure exit (the way a kernel's
+ * exception table resumes a faulting copy_from_user). Every other SIGSEGV or SIGBUS (outside a guard, at
  * another address, or sent by kill/tgkill) is passed on as the kernel would
  * have delivered it without netvm: to the handler that was installed before
  * nv_guard_init (an application's, or a sanitizer's, which then reports

@@ -359,6 +359,17 @@ static void test_copies(void)
     expect_fault(nv_guarded_copy(edge, src, 200), SIGSEGV, two + pagesz);
     for (int i = 0; i < 100; i++)
         CHECK(edge[i] == 0x11 || edge[i] == src[i]);
+    /* every small size (the copy without a jump buffer, and its byte
+     * tail) and a few past it, ending right at the hole and one byte into
+     * it, from either side */
+    for (size_t n = 1; n <= 160; n++) {
+        char *end = two + pagesz;
+        CHECK(nv_guarded_copy(end - n, src, n) == 0);
+        CHECK(memcmp(end - n, src, n) == 0);
+        CHECK(nv_guarded_copy(dst, end - n, n) == 0 && memcmp(dst, src, n) == 0);
+        expect_fault(nv_guarded_copy(end - n + 1, src, n), SIGSEGV, end);
+        expect_fault(nv_guarded_copy(dst, end - n + 1, n), SIGSEGV, end);
+    }
     char *big = map_pages(2, PROT_READ | PROT_WRITE);
     expect_fault(nv_guarded_copy(big, two, 2 * pagesz), SIGSEGV, two + pagesz);
     CHECK(munmap(two, pagesz) == 0 && munmap(big, 2 * pagesz) == 0);
