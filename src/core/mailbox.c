@@ -85,7 +85,7 @@ struct nv_mailbox {
 };
 
 /* netvm_msg_setup's options, for the create callback it runs */
-static _Thread_local const netvm_msg_opts_t *setup_opts;
+static _Thread_local const netvm_msg_opts_t *setup_opts NV_TLS_IE;
 
 static void mb_destroy(netvm_ctx_t *ctx, void *state)
 {

@@ -393,7 +393,7 @@ static void pass_timers(netvm_ctx_t *ctx)
      * and a clock read costs as much as a look at a ring: it looks at the
      * (millisecond) deadlines every 64th pass; the progress thread, whose
      * sleep they bound, at every one */
-    static _Thread_local unsigned passes;
+    static _Thread_local unsigned passes NV_TLS_IE;
     if (!nv_is_progress_thread && (++passes & 63))
         return;
     uint64_t now = nv_now_ns(), due = atomic_load_explicit(&ctx->next_timer, memory_order_relaxed);

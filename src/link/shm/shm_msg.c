@@ -8,6 +8,7 @@
 #include "link/shm/shm_priv.h"
 #include "util/guard.h"
 #include "util/log.h"
+#include "util/thread.h"
 #include "util/random.h"
 #include "wire/endian.h"
 
@@ -458,7 +459,7 @@ static void take_record(struct shm_link *s, const uint8_t *rec, size_t len)
     s->base.up.peer_unref(s->base.up.arg, from);
 }
 
-static __thread struct shm_link *consuming_here;   /* this thread is inside take_in(s) */
+static __thread struct shm_link *consuming_here NV_TLS_IE;   /* this thread is inside take_in(s) */
 
 /* Records at least this long are dispatched where they lie in the ring
  * (no copy); shorter ones are copied out and their slots given back

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "link/shm/shm_priv.h"
 #include "util/pidfd.h"
+#include "util/thread.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/membarrier.h"
@@ -236,7 +237,7 @@ void shm_release(struct nv_link *l, struct nv_rdesc *d)
 static _Atomic uint64_t op_slots_taken;
 static pthread_key_t op_slot_key;
 static pthread_once_t op_slot_once = PTHREAD_ONCE_INIT;
-static __thread int op_slot = -1;
+static __thread int op_slot NV_TLS_IE = -1;
 
 static void op_slot_release(void *v)
 {
@@ -280,7 +281,7 @@ struct op_mark {
  * its value (the thread is its only writer): the common access makes two
  * plain stores and no other load. Keyed by the link's uid, not its address
  * (a link closed and another opened at the same address). */
-static __thread struct { uint64_t uid; _Atomic uint64_t *w; uint64_t seq; } op_cache;
+static __thread struct { uint64_t uid; _Atomic uint64_t *w; uint64_t seq; } op_cache NV_TLS_IE;
 
 static inline struct op_mark access_begin(struct shm_link *s)
 {

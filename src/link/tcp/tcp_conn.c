@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "link/tcp/tcp_priv.h"
 #include "util/log.h"
+#include "util/thread.h"
 #include "util/time.h"
 
 #include <errno.h>
@@ -18,7 +19,7 @@
 
 /* The connection whose receive path this thread is running (handlers it
  * calls may send on it). */
-static _Thread_local struct tcp_conn *owned_here;
+static _Thread_local struct tcp_conn *owned_here NV_TLS_IE;
 
 int tcp_tune_socket(int fd, int timeout_ms)
 {

@@ -145,7 +145,7 @@ static __thread struct {
     uint64_t uid;    /* 0: none */
     unsigned slot;
     int      keyed;  /* the exit hook is set for this thread */
-} spare;
+} spare NV_TLS_IE;
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nv_sync_state *live;
