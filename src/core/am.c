@@ -127,7 +127,11 @@ netvm_status_t nv_am_send(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_hdr 
         if (st != NETVM_OK)
             return st;
     }
-    uint32_t owed = atomic_exchange_explicit(&p->am_owed, 0, memory_order_relaxed);
+    /* looked at before it is taken: most sends owe nothing (calls and
+     * replies consume no credit), and the exchange is a locked instruction */
+    uint32_t owed = atomic_load_explicit(&p->am_owed, memory_order_relaxed)
+                        ? atomic_exchange_explicit(&p->am_owed, 0, memory_order_relaxed)
+                        : 0;
     if (owed > UINT16_MAX) {
         atomic_fetch_add_explicit(&p->am_owed, owed - UINT16_MAX, memory_order_relaxed);
         owed = UINT16_MAX;

@@ -73,7 +73,7 @@ struct nv_mailbox {
     int             events;
     struct mb_slot *slot;
     uint32_t        head, tail, free;
-    uint32_t        used;
+    uint32_t        used;       /* written under lock, read without it by a receive's first look */
     struct mb_src  *src;
     uint32_t        nsrc;
     /* the send side by peer index: pages of MB_DST_PAGE entries, made on
@@ -178,7 +178,7 @@ static void link_tail(struct nv_mailbox *mb, uint32_t i)
     else
         mb->head = i;
     mb->tail = i;
-    mb->used++;
+    __atomic_store_n(&mb->used, mb->used + 1, __ATOMIC_RELEASE);
 }
 
 static void unlink_slot(struct nv_mailbox *mb, uint32_t i)
@@ -194,7 +194,7 @@ static void unlink_slot(struct nv_mailbox *mb, uint32_t i)
         mb->tail = e->prev;
     e->next = mb->free;
     mb->free = i;
-    mb->used--;
+    __atomic_store_n(&mb->used, mb->used - 1, __ATOMIC_RELAXED);
 }
 
 static void post_event(netvm_ctx_t *ctx, int src, uint64_t tag, size_t len)
@@ -433,10 +433,30 @@ struct take {
     netvm_status_t     st;      /* NETVM_ERR_AGAIN: nothing yet */
 };
 
+static int take_match_locked(struct take *t);
+
 /* Take (or probe) the oldest match; 1 if there was one. */
 static int take_match(struct take *t)
 {
     pthread_mutex_lock(&t->mb->lock);
+    return take_match_locked(t);
+}
+
+/* The same, except that an empty mailbox is seen without the lock (a
+ * polling receiver mostly finds it empty): for a first look only, which
+ * may miss a message stored this instant; the look that follows the
+ * source's death takes the lock, and sees all the source ever sent. */
+static int take_match_quick(struct take *t)
+{
+    if (!__atomic_load_n(&t->mb->used, __ATOMIC_ACQUIRE))
+        return 0;
+    pthread_mutex_lock(&t->mb->lock);
+    return take_match_locked(t);
+}
+
+/* take_match with mb->lock held; drops it. */
+static int take_match_locked(struct take *t)
+{
     uint32_t i = match(t->mb, t->source, t->tag);
     if (i == MB_NONE) {
         pthread_mutex_unlock(&t->mb->lock);
@@ -463,7 +483,7 @@ static int take_match(struct take *t)
 static int look(void *arg)
 {
     struct take *t = arg;
-    if (take_match(t))
+    if (take_match_quick(t))
         return 1;
     netvm_status_t alive = source_state(t->ctx, t->source);
     if (alive == NETVM_OK)
