@@ -135,6 +135,17 @@ static void flush_lazy(netvm_ctx_t *ctx);
 /* Only links with connections to watch (tcp; ofi's completion queue's
  * wait fd) make lending worth its system calls; on shm alone, spinning
  * threads already tell producers not to ring (poll_enter). */
+/* The lease only asks whether the application called since it last
+ * looked: a change of the counter, not its count. So a plain increment,
+ * no locked instruction on every poll. Threads racing may lose an
+ * increment or, rarely, put back an older value the lease already saw:
+ * the lease then ends early, and the next call lends P again. */
+static inline void note_app_call(netvm_ctx_t *ctx)
+{
+    atomic_store_explicit(&ctx->app_calls, atomic_load_explicit(&ctx->app_calls, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 static int lending_pays(netvm_ctx_t *ctx)
 {
     struct nv_link *t = __atomic_load_n(&ctx->tcp, __ATOMIC_ACQUIRE);
@@ -215,7 +226,7 @@ static void hold_rings(netvm_ctx_t *ctx)
 void nv_progress_enter(netvm_ctx_t *ctx, int sticky)
 {
     atomic_fetch_add_explicit(&ctx->app_inside, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ctx->app_calls, 1, memory_order_relaxed);
+    note_app_call(ctx);
     if (!lending_pays(ctx))
         return;
     if (ctx->lent && ctx->lent_sticky)
@@ -267,7 +278,7 @@ void nv_progress_arm_e(netvm_ctx_t *ctx)
 {
     if (!lending_pays(ctx))
         return;
-    atomic_fetch_add_explicit(&ctx->app_calls, 1, memory_order_relaxed);
+    note_app_call(ctx);
     if (ctx->in_e)
         return;
     pthread_mutex_lock(&ctx->lend_lock);
@@ -896,7 +907,7 @@ int netvm_progress(netvm_ctx_t *ctx)
         atomic_fetch_sub_explicit(&ctx->app_inside, 1, memory_order_relaxed);
         return n;
     }
-    atomic_fetch_add_explicit(&ctx->app_calls, 1, memory_order_relaxed);
+    note_app_call(ctx);
     if (!loop && !nv_in_handler && !lending_pays(ctx))
         hold_rings(ctx);
     for (int i = 0; i < ctx->nlinks; i++)
