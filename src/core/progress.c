@@ -398,14 +398,14 @@ static uint64_t sweep_requests(netvm_ctx_t *ctx, uint64_t now)
 /* Deadlines the links keep (handshakes) and the request sweep, run by the
  * pass holder only (they free connections the pass may be dispatching
  * events of); the next one is kept for the progress thread's sleep. */
-static void pass_timers(netvm_ctx_t *ctx, int counted)
+static void pass_timers(netvm_ctx_t *ctx)
 {
     /* an application thread that spins passes millions of times a second
      * and a clock read costs as much as a look at a ring: it looks at the
-     * (millisecond) deadlines every 64th pass (counted: the caller counted);
-     * the progress thread, whose sleep they bound, at every one */
+     * (millisecond) deadlines every 64th pass; the progress thread, whose
+     * sleep they bound, at every one */
     static _Thread_local unsigned passes NV_TLS_IE;
-    if (!nv_is_progress_thread && !counted && (++passes & 63))
+    if (!nv_is_progress_thread && (++passes & 63))
         return;
     uint64_t now = nv_now_ns(), due = atomic_load_explicit(&ctx->next_timer, memory_order_relaxed);
     /* deadlines only ever come later than those known (or are lowered
@@ -460,17 +460,11 @@ int nv_progress_pass(netvm_ctx_t *ctx)
      * them; otherwise nobody would */
     int held = nv_hold_acks;
     nv_hold_acks = !nv_is_progress_thread && ctx->lent_sticky;
-    /* the progress thread was woken by P; an application thread looks at
-     * it only where arrivals are reported nowhere else (with P, every
-     * pass). Otherwise (shm alone) its pass would only reap peers and look
-     * at deadlines, which it does every 64th pass or when a peer awaits
-     * reaping: the other passes skip the pass's locked instruction */
-    int with_p = nv_is_progress_thread || !ctx->thread_up || ctx->lent || lending_pays(ctx);
-    static _Thread_local unsigned app_passes NV_TLS_IE;
-    int due = !with_p && ((++app_passes & 63) == 0 || __atomic_load_n(&ctx->grave, __ATOMIC_RELAXED));
-    if ((with_p || due) && take_pass(ctx)) {
+    if (take_pass(ctx)) {
         nv_peers_reap(ctx);
-        if (with_p) {
+        /* the progress thread was woken by P; an application thread looks
+         * at it only where arrivals are reported nowhere else */
+        if (nv_is_progress_thread || !ctx->thread_up || ctx->lent || lending_pays(ctx)) {
             /* an application thread that holds P (lent: its loop is all
              * that looks at P) reads the connections itself, and asks P
              * only every P_LOOK passes (listeners, handshakes, pidfds);
@@ -483,7 +477,7 @@ int nv_progress_pass(netvm_ctx_t *ctx)
                     n += handle(ctx, ev, k);
             }
         }
-        pass_timers(ctx, due);   /* after the events: connections accepted now count */
+        pass_timers(ctx);   /* after the events: connections accepted now count */
         end_pass(ctx);
     }
     n += poll_links(ctx);
