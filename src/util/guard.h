@@ -47,7 +47,9 @@
  *   repaired: there is no way to ask a handler whether it would have.
  * - The thread-local state is initial-exec TLS (the handler reads it, and
  *   only initial-exec is safe to read in a signal handler): a libnetvm.so
- *   loaded with dlopen needs about 250 bytes of the static TLS surplus.
+ *   loaded with dlopen needs about 250 bytes of the static TLS surplus
+ *   for it (344 bytes for all of the library's thread-locals, which are
+ *   initial-exec too: util/thread.h).
  * - Under ThreadSanitizer the guarded words (load64, store64 and the
  *   atomics) are accessed uninstrumented, because TSan's atomics hold its
  *   internal locks across the access and a fault that jumps out would leave
