@@ -132,9 +132,6 @@ static void give_back_locked(netvm_ctx_t *ctx)
 
 static void flush_lazy(netvm_ctx_t *ctx);
 
-/* Only links with connections to watch (tcp; ofi's completion queue's
- * wait fd) make lending worth its system calls; on shm alone, spinning
- * threads already tell producers not to ring (poll_enter). */
 /* The lease only asks whether the application called since it last
  * looked: a change of the counter, not its count. So a plain increment,
  * no locked instruction on every poll. Threads racing may lose an
@@ -146,6 +143,9 @@ static inline void note_app_call(netvm_ctx_t *ctx)
                           memory_order_relaxed);
 }
 
+/* Only links with connections to watch (tcp; ofi's completion queue's
+ * wait fd) make lending worth its system calls; on shm alone, spinning
+ * threads already tell producers not to ring (poll_enter). */
 static int lending_pays(netvm_ctx_t *ctx)
 {
     struct nv_link *t = __atomic_load_n(&ctx->tcp, __ATOMIC_ACQUIRE);
