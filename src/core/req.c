@@ -122,6 +122,14 @@ void nv_req_ordered(struct netvm_req *q)
 
 void nv_req_free(struct netvm_req *r)
 {
+    /* A finisher that won the race with the owner's own completion (a
+     * peer-down scan or the timeout sweep, finishing a request whose send
+     * has just failed) may still be writing it: its DONE comes first.
+     * Never long: finish_state goes from FINISHING to DONE without
+     * waiting on anything. ThreadSanitizer caught the free beside it
+     * (mp_peer_killed_3). */
+    for (unsigned n = 0; NV_REQ_WHAT(atomic_load_explicit(&r->state, memory_order_acquire)) & NV_REQ_FINISHING; n++)
+        nv_spin_pause(64, n);
     netvm_ctx_t *ctx = r->ctx;
     struct nv_peer *p = r->peer;
     if (r->reg_len)
