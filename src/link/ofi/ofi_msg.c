@@ -168,7 +168,8 @@ static void rx_am_rdv(struct ofi_link *o, struct ofi_peer *pe, struct nv_lpeer *
                       unsigned hlen)
 {
     struct ofi_rdv rdv;
-    struct nv_am_rx rx = { .from = lp };
+    struct nv_am_rx rx;
+    nv_am_rx_start(&rx, lp);
     if (n < sizeof rdv + hlen) {
         nv_warn("ofi link: a malformed rendezvous from peer %d: dropped", lp->id);
         return;
@@ -236,7 +237,8 @@ void ofi_rx(struct ofi_link *o, struct ofi_op *rop, size_t len)
     struct ofi_access a;
     switch (mh.kind) {
     case OK_AM: {
-        struct nv_am_rx rx = { .from = lp };
+        struct nv_am_rx rx;
+        nv_am_rx_start(&rx, lp);
         size_t hl = nv_am_hdr_decode(b, len < mh.hlen ? len : mh.hlen, &rx.h);
         if (!hl || hl != mh.hlen || hl + rx.h.len != len) {
             nv_warn("ofi link: a malformed active message from peer %d: dropped", lp->id);

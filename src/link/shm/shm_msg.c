@@ -395,11 +395,8 @@ static void take_am(struct shm_link *s, struct nv_lpeer *from, const uint8_t *bo
         body += SHM_RNDV_DESC;
         len -= SHM_RNDV_DESC;
     }
-    struct nv_am_rx rx;   /* (not zeroed whole: decoding sets every field of rx.h) */
-    rx.from = from;
-    rx.payload = NULL;
-    rx.dst = NULL;
-    rx.cookie = NULL;
+    struct nv_am_rx rx;
+    nv_am_rx_start(&rx, from);
     size_t hl = nv_am_hdr_decode(body, len, &rx.h);
     if (!hl || (rndv ? hl != len : hl + rx.h.len != len))
         goto bad;

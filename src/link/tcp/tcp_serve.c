@@ -251,9 +251,8 @@ void tcp_frame(struct tcp_conn *c, const struct nv_tcp_hdr *h, const uint8_t *pa
         c->first_err = NETVM_OK;
         break;
     case NV_TCP_AM: {
-        struct nv_am_rx rx;   /* (not zeroed whole: am_header sets from and every field of h) */
-        rx.dst = NULL;
-        rx.cookie = NULL;
+        struct nv_am_rx rx;
+        nv_am_rx_start(&rx, c->lp);
         int hl = am_header(c, pay, plen, plen, &rx);
         if (hl < 0)
             return;
