@@ -24,6 +24,7 @@
 #include "core/svc.h"
 #include "util/config.h"
 #include "util/log.h"
+#include "util/spinlock.h"
 #include "util/thread.h"
 
 #include <netvm/msg.h>
@@ -60,14 +61,14 @@ struct mb_src {
 
 /* The send side of one destination, by peer index. */
 struct mb_dst {
-    pthread_mutex_t lock;   /* numbering and sending, one at a time */
+    nv_spinlock_t   lock;   /* numbering and sending, one at a time */
     int             id;
     int             used;
     uint64_t        next;
 };
 
 struct nv_mailbox {
-    pthread_mutex_t lock;   /* slots, lists, sources */
+    nv_spinlock_t   lock;   /* slots, lists, sources */
     size_t          max;
     uint32_t        nslots;
     int             events;
@@ -99,17 +100,13 @@ static void mb_destroy(netvm_ctx_t *ctx, void *state)
             continue;
         for (uint32_t i = 0; i < MB_DST_PAGE; i++) {
             struct mb_dst *d = page[i];
-            if (d) {
-                pthread_mutex_destroy(&d->lock);
-                free(d);
-            }
+            free(d);
         }
         free((void *)page);
     }
     free(mb->src);
     free(mb->slot);
     pthread_mutex_destroy(&mb->dst_lock);
-    pthread_mutex_destroy(&mb->lock);
     free(mb);
 }
 
@@ -132,7 +129,6 @@ static void *mb_create(netvm_ctx_t *ctx)
         mb->slot[i].next = i + 1 < mb->nslots ? i + 1 : MB_NONE;
     mb->free = 0;
     mb->head = mb->tail = MB_NONE;
-    pthread_mutex_init(&mb->lock, NULL);
     pthread_mutex_init(&mb->dst_lock, NULL);
     return mb;
 }
@@ -217,7 +213,7 @@ static void landed(netvm_ctx_t *ctx, netvm_am_msg_t *msg, netvm_status_t st, voi
     free(l);
     if (nv_svc_state_if(ctx, NV_SVC_STATE_MSG) != mb)
         return;   /* finalize: the mailbox is gone (a transfer the teardown failed) */
-    pthread_mutex_lock(&mb->lock);
+    nv_spin_lock(&mb->lock);
     int src = mb->slot[i].src;
     uint64_t tag = mb->slot[i].tag;
     size_t len = mb->slot[i].len;
@@ -225,7 +221,7 @@ static void landed(netvm_ctx_t *ctx, netvm_am_msg_t *msg, netvm_status_t st, voi
         mb->slot[i].landing = 0;
     else
         unlink_slot(mb, i);   /* the sender died or its buffer went: nothing to receive */
-    pthread_mutex_unlock(&mb->lock);
+    nv_spin_unlock(&mb->lock);
     if (st != NETVM_OK)
         nv_warn("a message of peer %d was lost while it landed: %s", src, netvm_strerror(st));
     else if (mb->events)
@@ -243,16 +239,16 @@ static int on_message(netvm_ctx_t *ctx, netvm_am_msg_t *msg, void *arg)
         return NETVM_AM_DONE;
     }
     uint64_t tag = msg->args[MB_ARG_TAG], seq = msg->args[MB_ARG_SEQ];
-    pthread_mutex_lock(&mb->lock);
+    nv_spin_lock(&mb->lock);
     struct mb_src *s = source_of(mb, msg->peer);
     if (!s || seq != s->expect || (mb->used == mb->nslots && msg->len <= mb->max)) {
-        pthread_mutex_unlock(&mb->lock);
+        nv_spin_unlock(&mb->lock);
         return NETVM_AM_DEFER;
     }
     s->expect++;
     if (msg->len > mb->max) {
         mb->dropped++;
-        pthread_mutex_unlock(&mb->lock);
+        nv_spin_unlock(&mb->lock);
         nv_warn("a message of %zu bytes from peer %d is above NETVM_MSG_MAX=%zu here: dropped", msg->len,
                 msg->peer, mb->max);
         return NETVM_AM_DONE;
@@ -264,7 +260,7 @@ static int on_message(netvm_ctx_t *ctx, netvm_am_msg_t *msg, void *arg)
         char *b = realloc(e->buf, cap);
         if (!b) {
             s->expect--;
-            pthread_mutex_unlock(&mb->lock);
+            nv_spin_unlock(&mb->lock);
             return NETVM_AM_DEFER;
         }
         e->buf = b;
@@ -279,7 +275,7 @@ static int on_message(netvm_ctx_t *ctx, netvm_am_msg_t *msg, void *arg)
         memcpy(e->buf, msg->payload, msg->len);
     char *dst = e->buf;
     link_tail(mb, i);
-    pthread_mutex_unlock(&mb->lock);
+    nv_spin_unlock(&mb->lock);
     if (!landing) {
         if (mb->events)
             post_event(ctx, msg->peer, tag, msg->len);
@@ -291,9 +287,9 @@ static int on_message(netvm_ctx_t *ctx, netvm_am_msg_t *msg, void *arg)
     netvm_status_t st = l ? netvm_am_recv(ctx, msg, dst, landed, l) : NETVM_ERR_NOMEM;
     if (st != NETVM_OK) {
         free(l);
-        pthread_mutex_lock(&mb->lock);
+        nv_spin_lock(&mb->lock);
         unlink_slot(mb, i);
-        pthread_mutex_unlock(&mb->lock);
+        nv_spin_unlock(&mb->lock);
         nv_warn("a message of peer %d was lost: %s", msg->peer, netvm_strerror(st));
     }
     return NETVM_AM_DONE;
@@ -320,10 +316,8 @@ static struct mb_dst *dest_of(struct nv_mailbox *mb, int id)
         if (page)
             atomic_store_explicit(&mb->dst_page[i / MB_DST_PAGE], page, memory_order_release);
     }
-    if (page && !(d = page[i % MB_DST_PAGE]) && (d = calloc(1, sizeof *d)) != NULL) {
-        pthread_mutex_init(&d->lock, NULL);
+    if (page && !(d = page[i % MB_DST_PAGE]) && (d = calloc(1, sizeof *d)) != NULL)
         atomic_store_explicit(&page[i % MB_DST_PAGE], d, memory_order_release);
-    }
     pthread_mutex_unlock(&mb->dst_lock);
     return d;
 }
@@ -347,10 +341,10 @@ static netvm_status_t send_msg(netvm_ctx_t *ctx, int peer, uint64_t tag, const v
         return NETVM_ERR_NOMEM;
     if (nv_in_handler) {
         /* the holder may be this very thread, waiting below us */
-        if (pthread_mutex_trylock(&d->lock) != 0)
+        if (!nv_spin_trylock(&d->lock))
             return NETVM_ERR_AGAIN;
     } else {
-        pthread_mutex_lock(&d->lock);
+        nv_spin_lock(&d->lock);
     }
     if (!d->used || d->id != peer) {
         d->used = 1;
@@ -361,7 +355,7 @@ static netvm_status_t send_msg(netvm_ctx_t *ctx, int peer, uint64_t tag, const v
     netvm_status_t st = nv_svc_send(ctx, peer, NV_SVC_MSG + 0, args, MB_NARGS, buf, len, req);
     if (st == NETVM_OK)
         d->next++;
-    pthread_mutex_unlock(&d->lock);
+    nv_spin_unlock(&d->lock);
     return st;
 }
 
@@ -438,7 +432,7 @@ static int take_match_locked(struct take *t);
 /* Take (or probe) the oldest match; 1 if there was one. */
 static int take_match(struct take *t)
 {
-    pthread_mutex_lock(&t->mb->lock);
+    nv_spin_lock(&t->mb->lock);
     return take_match_locked(t);
 }
 
@@ -450,7 +444,7 @@ static int take_match_quick(struct take *t)
 {
     if (!__atomic_load_n(&t->mb->used, __ATOMIC_ACQUIRE))
         return 0;
-    pthread_mutex_lock(&t->mb->lock);
+    nv_spin_lock(&t->mb->lock);
     return take_match_locked(t);
 }
 
@@ -459,7 +453,7 @@ static int take_match_locked(struct take *t)
 {
     uint32_t i = match(t->mb, t->source, t->tag);
     if (i == MB_NONE) {
-        pthread_mutex_unlock(&t->mb->lock);
+        nv_spin_unlock(&t->mb->lock);
         return 0;
     }
     struct mb_slot *e = &t->mb->slot[i];
@@ -475,7 +469,7 @@ static int take_match_locked(struct take *t)
         unlink_slot(t->mb, i);
         t->st = NETVM_OK;
     }
-    pthread_mutex_unlock(&t->mb->lock);
+    nv_spin_unlock(&t->mb->lock);
     return 1;
 }
 
