@@ -53,9 +53,12 @@ netvm_status_t netvm_am_stats(netvm_ctx_t *ctx, netvm_am_stats_t *s)
 {
     if (!ctx || !s)
         return NETVM_ERR_INVAL;
-    s->sent = atomic_load(&ctx->am_stats.sent);
-    s->received = atomic_load(&ctx->am_stats.received);
-    s->replies = atomic_load(&ctx->am_stats.replies);
+    s->sent = s->received = s->replies = 0;
+    for (unsigned i = 0; i <= NV_THREAD_SLOTS; i++) {
+        s->sent += atomic_load_explicit(&ctx->am_counts[i].sent, memory_order_relaxed);
+        s->received += atomic_load_explicit(&ctx->am_counts[i].received, memory_order_relaxed);
+        s->replies += atomic_load_explicit(&ctx->am_counts[i].replies, memory_order_relaxed);
+    }
     s->dropped_replies = atomic_load(&ctx->am_stats.dropped_replies);
     s->dropped_no_handler = atomic_load(&ctx->am_stats.dropped_no_handler);
     s->deferred = atomic_load(&ctx->am_stats.deferred);
@@ -142,7 +145,7 @@ netvm_status_t nv_am_send(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_hdr 
     netvm_status_t st = l->ops->am_send(l, &p->lp, hdr, hlen, payload, (size_t)h->len, flags, req,
                                         req ? nv_req_id(req) : 0);
     if (st == NETVM_OK || st == NV_LINK_PENDING)
-        atomic_fetch_add_explicit(&ctx->am_stats.sent, 1, memory_order_relaxed);
+        NV_AM_COUNT(ctx, sent);
     else if (!credit_free(h))
         atomic_fetch_add_explicit(&p->am_credits, 1, memory_order_relaxed);
     if (st != NETVM_OK && st != NV_LINK_PENDING && owed)
@@ -406,7 +409,7 @@ netvm_status_t netvm_am_reply(netvm_ctx_t *ctx, const netvm_am_token_t *token, n
     struct nv_peer *p = origin_peer(ctx, &t);
     if (!p)
         return NETVM_ERR_PEER;
-    atomic_fetch_add_explicit(&ctx->am_stats.replies, 1, memory_order_relaxed);
+    NV_AM_COUNT(ctx, replies);
     st = send_reply(ctx, p, &t, status, args, nargs, payload, len);
     nv_peer_put(p);
     return st;

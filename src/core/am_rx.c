@@ -348,7 +348,7 @@ void nv_am_upcall(void *arg, struct nv_am_rx *rx)
 {
     netvm_ctx_t *ctx = arg;
     struct nv_peer *p = nv_peer_of(rx->from);
-    atomic_fetch_add_explicit(&ctx->am_stats.received, 1, memory_order_relaxed);
+    NV_AM_COUNT(ctx, received);
     rx->dst = NULL;
     rx->cookie = NULL;
     if (rx->h.credits)

@@ -265,9 +265,14 @@ struct netvm_ctx {
     _Atomic int       ndeferred; /* messages deferred, all peers */
     unsigned          am_credits_init;
     struct {
-        _Atomic uint64_t sent, received, replies, dropped_replies, dropped_no_handler, deferred,
-                         credit_waits;
+        _Atomic uint64_t dropped_replies, dropped_no_handler, deferred, credit_waits;
     } am_stats;
+    /* the counts every message bumps, a row per thread slot (util/thread.h)
+     * so a count is a plain store, not a locked add; summed when read */
+    struct nv_am_counts {
+        _Atomic uint64_t sent, received, replies;
+        uint64_t         pad_[5];   /* a row to a cache line */
+    } am_counts[NV_THREAD_SLOTS + 1];
 
     /* progress: the epoll set P of every link's fds; the progress thread
      * waits on Q = {P, stop}; an application thread that waits takes P
@@ -436,6 +441,18 @@ void            nv_peer_down(netvm_ctx_t *ctx, struct nv_peer *p, int graceful);
 /* A connected peer leaves the table (event: post NETVM_EV_PEER_DOWN). */
 void            nv_peer_gone(netvm_ctx_t *ctx, struct nv_peer *p, int event);
 static inline int nv_peer_id(const struct nv_peer *p) { return p->lp.id; }
+
+/* count one in field f of ctx->am_counts: the calling thread's own row, or
+ * the shared last one (a locked add) for threads beyond the slots */
+#define NV_AM_COUNT(ctx, f)                                                                                  \
+    do {                                                                                                     \
+        int s_ = nv_thread_slot();                                                                           \
+        _Atomic uint64_t *c_ = &(ctx)->am_counts[s_].f;                                                      \
+        if (s_ < NV_THREAD_SLOTS)                                                                            \
+            atomic_store_explicit(c_, atomic_load_explicit(c_, memory_order_relaxed) + 1, memory_order_relaxed); \
+        else                                                                                                 \
+            atomic_fetch_add_explicit(c_, 1, memory_order_relaxed);                                          \
+    } while (0)
 
 /* A failure of an operation to p that nobody waits for: the next flush to
  * p reports it (the first one kept). */

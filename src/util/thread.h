@@ -20,4 +20,22 @@ extern _Thread_local int nv_in_handler NV_TLS_IE;
  * wait for the next frame it sends (it calls netvm again soon) */
 extern _Thread_local int nv_hold_acks NV_TLS_IE;
 
+/* The calling thread's slot: a number below NV_THREAD_SLOTS that no other
+ * live thread of the process holds, taken at its first call and given
+ * back when the thread exits; NV_THREAD_SLOTS once all are held (such
+ * threads share that last one). A word per slot is then written by one
+ * thread only, with plain stores where a shared word needs a locked
+ * instruction: the shm link's revocation-fence marks and push records,
+ * core's message counters. */
+#define NV_THREAD_SLOTS 64
+
+extern _Thread_local int nv_thread_slot_cached NV_TLS_IE;   /* -1: none yet */
+int nv_thread_slot_take(void);
+
+static inline int nv_thread_slot(void)
+{
+    int s = nv_thread_slot_cached;
+    return s >= 0 ? s : nv_thread_slot_take();
+}
+
 #endif

@@ -234,34 +234,11 @@ void shm_release(struct nv_link *l, struct nv_rdesc *d)
  * changed atomically. With membarrier the revoker's global barrier orders
  * the store before our read of the entry, so a compiler barrier suffices
  * (the fast path pays nothing). */
-static _Atomic uint64_t op_slots_taken;
-static pthread_key_t op_slot_key;
-static pthread_once_t op_slot_once = PTHREAD_ONCE_INIT;
-static __thread int op_slot NV_TLS_IE = -1;
-
-static void op_slot_release(void *v)
-{
-    int i = (int)(intptr_t)v - 1;
-    atomic_fetch_and(&op_slots_taken, ~(1ull << i));
-}
-
-static void op_slot_key_make(void) { pthread_key_create(&op_slot_key, op_slot_release); }
+_Static_assert(NV_SHM_OP_SLOTS == NV_THREAD_SLOTS, "the fence's slots are the threads' slots");
 
 int shm_thread_slot(struct shm_link *s)
 {
-    if (op_slot < 0) {
-        pthread_once(&op_slot_once, op_slot_key_make);
-        uint64_t t = atomic_load(&op_slots_taken);
-        op_slot = NV_SHM_OP_SLOTS;
-        while (t != ~0ull) {
-            int i = __builtin_ctzll(~t);
-            if (atomic_compare_exchange_weak(&op_slots_taken, &t, t | 1ull << i)) {
-                op_slot = i;
-                pthread_setspecific(op_slot_key, (void *)(intptr_t)(i + 1));
-                break;
-            }
-        }
-    }
+    int op_slot = nv_thread_slot();
     /* a fence looks at slots below op_high: raise it before the first mark */
     uint32_t high = atomic_load_explicit(&s->self->op_high, memory_order_relaxed);
     if (op_slot < NV_SHM_OP_SLOTS && (uint32_t)op_slot >= high) {
