@@ -140,6 +140,10 @@ netvm_status_t nv_am_send(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_hdr 
         owed = UINT16_MAX;
     }
     h->credits = (uint16_t)owed;
+    /* a request's origin travels only when it is not its sender: a
+     * forwarded call (wire/am.h) */
+    if ((h->flags & NV_AMW_F_TOKEN) && h->token.origin != ctx->uuid)
+        h->flags |= NV_AMW_F_ORIGIN;
     uint8_t hdr[NV_AM_HDR_MAX];
     size_t hlen = nv_am_hdr_encode(h, hdr);
     netvm_status_t st = l->ops->am_send(l, &p->lp, hdr, hlen, payload, (size_t)h->len, flags, req,

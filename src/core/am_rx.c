@@ -351,6 +351,11 @@ void nv_am_upcall(void *arg, struct nv_am_rx *rx)
     NV_AM_COUNT(ctx, received);
     rx->dst = NULL;
     rx->cookie = NULL;
+    /* a token's origin not sent is the sender's (a request) or ours (a
+     * reply), wire/am.h; a sender whose endpoint id is unknown (none yet)
+     * leaves 0, which no reply can be routed to */
+    if ((rx->h.flags & (NV_AMW_F_TOKEN | NV_AMW_F_REPLY)) && !(rx->h.flags & NV_AMW_F_ORIGIN))
+        rx->h.token.origin = rx->h.flags & NV_AMW_F_REPLY ? ctx->uuid : p->uuid;
     if (rx->h.credits)
         atomic_fetch_add_explicit(&p->am_credits, rx->h.credits, memory_order_release);
     if (rx->h.flags & NV_AMW_F_REPLY) {

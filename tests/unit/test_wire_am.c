@@ -1,7 +1,8 @@
-/* The active-message header (wire/am.h, version 4): round trips for every
- * argument count with and without a reply token, the little-endian layout
- * at its fixed offsets, every malformed header rejected (each field's
- * range, both token flags, a bad token, every truncation), and random
+/* The active-message header (wire/am.h, version 5): round trips for every
+ * argument count with and without a reply token (with its origin sent or
+ * not), the little-endian layout at its fixed offsets, every malformed
+ * header rejected (each field's range, both token flags, token flags
+ * without a token, every truncation), and random
  * input never crashing the decoder and, when it decodes, re-encoding to
  * the same bytes. */
 #include "check.h"
@@ -35,7 +36,8 @@ static struct nv_am_hdr sample(unsigned nargs, uint8_t flags)
     for (unsigned i = 0; i < nargs; i++)
         h.args[i] = 0x0102030405060708ull * (i + 1) ^ 0xf0e0d0c0b0a09080ull;
     if (flags & (NV_AMW_F_TOKEN | NV_AMW_F_REPLY)) {
-        h.token.origin = 0x8877665544332211ull;
+        /* an origin not sent decodes as 0: the receiving core fills it in */
+        h.token.origin = flags & NV_AMW_F_ORIGIN ? 0x8877665544332211ull : 0;
         h.token.call = 0xdeadbeefu;
         h.token.pindex = 1;
         h.token.key = 0x0badc0ffee0ddf00ull;
@@ -63,13 +65,17 @@ static int rejected(const uint8_t *buf, size_t len)
     return nv_am_hdr_decode(buf, len, &d) == 0;
 }
 
+/* every shape a header takes */
+static const uint8_t flag_sets[] = { 0, NV_AMW_F_TOKEN, NV_AMW_F_REPLY, NV_AMW_F_TOKEN | NV_AMW_F_ORIGIN,
+                                     NV_AMW_F_REPLY | NV_AMW_F_ORIGIN };
+
 static void round_trips(void)
 {
-    static const uint8_t flag_sets[] = { 0, NV_AMW_F_TOKEN, NV_AMW_F_REPLY };
     for (unsigned nargs = 0; nargs <= NV_AM_MAX_ARGS; nargs++) {
         for (size_t f = 0; f < sizeof flag_sets; f++) {
             struct nv_am_hdr h = sample(nargs, flag_sets[f]), d;
-            size_t want = NV_AMW_FIXED + 8 * nargs + (flag_sets[f] ? NV_AMW_TOKEN_LEN : 0);
+            size_t want = NV_AMW_FIXED + 8 * nargs + (flag_sets[f] ? NV_AMW_TOKEN_LEN : 0) +
+                          (flag_sets[f] & NV_AMW_F_ORIGIN ? 8 : 0);
             CHECK(nv_am_hdr_len(&h) == want);
             CHECK(want <= NV_AM_HDR_MAX);
             uint8_t buf[NV_AM_HDR_MAX + 16];
@@ -102,7 +108,9 @@ static void round_trips(void)
             if (flag_sets[f]) {
                 h.token.pindex = 0;
                 h.token.call = UINT32_MAX;
-                h.token.origin = h.token.key = UINT64_MAX;
+                h.token.key = UINT64_MAX;
+                if (flag_sets[f] & NV_AMW_F_ORIGIN)
+                    h.token.origin = UINT64_MAX;
                 h.token.pkey = 0;   /* no payload token: none derived */
             }
             CHECK(nv_am_hdr_encode(&h, buf) == want);
@@ -116,13 +124,14 @@ static void round_trips(void)
 
 static void layout(void)
 {
-    /* six arguments and a token: every byte at its documented offset */
-    struct nv_am_hdr h = sample(NV_AM_MAX_ARGS, NV_AMW_F_TOKEN);
+    /* six arguments and a token with its origin: every byte at its
+     * documented offset */
+    struct nv_am_hdr h = sample(NV_AM_MAX_ARGS, NV_AMW_F_TOKEN | NV_AMW_F_ORIGIN);
     uint8_t b[NV_AM_HDR_MAX];
     CHECK(nv_am_hdr_encode(&h, b) == NV_AM_HDR_MAX);
-    CHECK(NV_AM_HDR_MAX == 12 + 48 + 24);
-    CHECK(b[0] == NV_AM_VERSION && NV_AM_VERSION == 4);
-    CHECK(b[1] == NV_AMW_F_TOKEN);
+    CHECK(NV_AM_HDR_MAX == 12 + 48 + 8 + 12);
+    CHECK(b[0] == NV_AM_VERSION && NV_AM_VERSION == 5);
+    CHECK(b[1] == (NV_AMW_F_TOKEN | NV_AMW_F_ORIGIN | NV_AMW_F_PTOKEN));   /* pindex 1 is a flag */
     CHECK(b[2] == 0xb2 && b[3] == 0xa1);                                  /* handler */
     CHECK(b[4] == NV_AM_MAX_ARGS);                                        /* nargs */
     CHECK(b[5] == NETVM_STATUS_COUNT - 1);                                /* status */
@@ -136,16 +145,25 @@ static void layout(void)
     const uint8_t *t = b + 12 + 8 * NV_AM_MAX_ARGS;
     CHECK(t[0] == 0x11 && t[7] == 0x88);                                  /* origin */
     CHECK(t[8] == 0xef && t[9] == 0xbe && t[10] == 0xad && t[11] == 0xde); /* call */
-    CHECK(t[12] == 1 && t[13] == 0 && t[14] == 0 && t[15] == 0);          /* pindex */
-    CHECK(nv_get64(t + 16) == 0x0badc0ffee0ddf00ull && t[16] == 0x00 && t[23] == 0x0b); /* key */
+    CHECK(nv_get64(t + 12) == 0x0badc0ffee0ddf00ull && t[12] == 0x00 && t[19] == 0x0b); /* key */
     /* the payload key is not sent: derived from the call key, never 0 */
     CHECK(nv_am_pkey(0x0badc0ffee0ddf00ull) != 0);
 
-    /* no arguments, a reply: the token follows the fixed part directly */
+    /* no arguments, a reply (its origin never sent): the call follows the
+     * fixed part directly */
     h = sample(0, NV_AMW_F_REPLY);
     CHECK(nv_am_hdr_encode(&h, b) == NV_AMW_FIXED + NV_AMW_TOKEN_LEN);
-    CHECK(b[1] == NV_AMW_F_REPLY && b[4] == 0);
-    CHECK(nv_get64(b + 12) == h.token.origin && nv_get32(b + 20) == h.token.call);
+    CHECK(b[1] == (NV_AMW_F_REPLY | NV_AMW_F_PTOKEN) && b[4] == 0);
+    CHECK(nv_get32(b + 12) == h.token.call && nv_get64(b + 16) == h.token.key);
+    /* without a payload token, no flag for it */
+    h.token.pindex = 0;
+    CHECK(nv_am_hdr_encode(&h, b) == NV_AMW_FIXED + NV_AMW_TOKEN_LEN && b[1] == NV_AMW_F_REPLY);
+    /* an RPC call (its operation and one argument) and a reply with one
+     * argument fit one shm ring slot with its 20 bytes of framing */
+    h = sample(2, NV_AMW_F_TOKEN);
+    CHECK(nv_am_hdr_encode(&h, b) == 40 && 20 + 40 <= 64);
+    h = sample(1, NV_AMW_F_REPLY);
+    CHECK(nv_am_hdr_encode(&h, b) == 32);
     /* two arguments, no token */
     h = sample(2, 0);
     CHECK(nv_am_hdr_encode(&h, b) == NV_AMW_FIXED + 16);
@@ -161,7 +179,7 @@ static void malformed(void)
     const size_t tok = NV_AMW_FIXED + 8 * 3;   /* the token's offset */
 
     /* version */
-    static const uint8_t versions[] = { 0, 1, 2, 3, 5, 0x84, 0xff };
+    static const uint8_t versions[] = { 0, 1, 2, 3, 4, 6, 0x85, 0xff };
     for (size_t i = 0; i < sizeof versions; i++) {
         memcpy(b, good, n);
         b[0] = versions[i];
@@ -169,7 +187,7 @@ static void malformed(void)
         CHECK(rejected(b, sizeof b));
     }
     /* unknown flags, each bit, alone and with a known one */
-    for (unsigned bit = 2; bit < 8; bit++) {
+    for (unsigned bit = 4; bit < 8; bit++) {
         memcpy(b, good, n);
         b[1] = (uint8_t)(1u << bit);
         CHECK(rejected(b, sizeof b));
@@ -182,6 +200,13 @@ static void malformed(void)
     memcpy(b, good, n);
     b[1] = NV_AMW_F_TOKEN | NV_AMW_F_REPLY;
     CHECK(rejected(b, sizeof b));
+    /* a token's flags without a token */
+    static const uint8_t tokless[] = { NV_AMW_F_ORIGIN, NV_AMW_F_PTOKEN, NV_AMW_F_ORIGIN | NV_AMW_F_PTOKEN };
+    for (size_t i = 0; i < sizeof tokless; i++) {
+        memcpy(b, good, n);
+        b[1] = tokless[i];
+        CHECK(rejected(b, sizeof b));
+    }
     /* too many arguments (with room for them all in the buffer) */
     static const uint8_t nargs[] = { NV_AM_MAX_ARGS + 1, 8, 0x80, 0xff };
     for (size_t i = 0; i < sizeof nargs; i++) {
@@ -210,30 +235,22 @@ static void malformed(void)
     memcpy(b, good, n);
     nv_put32(b + 8, NV_AM_MAX_LEN);
     CHECK(nv_am_hdr_decode(b, n, &d) == n && d.len == NV_AM_MAX_LEN);
-    /* a token's pindex is 0 or 1 */
-    static const uint32_t pindex[] = { 2, 3, 0x100, 0x80000000u, UINT32_MAX };
-    for (size_t i = 0; i < sizeof pindex / sizeof pindex[0]; i++) {
-        memcpy(b, good, n);
-        nv_put32(b + tok + 12, pindex[i]);
-        CHECK(rejected(b, n));
-        b[1] = NV_AMW_F_REPLY;
-        CHECK(rejected(b, n));
-    }
+    /* the payload token: a flag, decoded into pindex and off the flags */
     for (uint32_t p = 0; p <= 1; p++) {
         memcpy(b, good, n);
-        nv_put32(b + tok + 12, p);
-        CHECK(nv_am_hdr_decode(b, n, &d) == n && d.token.pindex == p);
+        b[1] = (uint8_t)(NV_AMW_F_TOKEN | (p ? NV_AMW_F_PTOKEN : 0));
+        CHECK(nv_am_hdr_decode(b, n, &d) == n && d.token.pindex == p && d.flags == NV_AMW_F_TOKEN);
+        CHECK(d.token.pkey == (p ? nv_am_pkey(d.token.key) : 0));
     }
-    /* without a token flag the same bytes are payload, not a token: any
-     * pindex there is none of the decoder's business */
+    /* without a token flag the same bytes are arguments' and payload's,
+     * not a token */
     memcpy(b, good, n);
     b[1] = 0;
-    nv_put32(b + tok + 12, 7);
-    CHECK(nv_am_hdr_decode(b, n, &d) == tok && d.token.pindex == 0);
+    CHECK(nv_am_hdr_decode(b, n, &d) == tok && d.token.pindex == 0 && d.token.key == 0);
     /* truncated at every length below the whole header, for every shape */
     for (unsigned k = 0; k <= NV_AM_MAX_ARGS; k++) {
-        for (uint8_t f = 0; f <= NV_AMW_F_REPLY; f++) {
-            struct nv_am_hdr s = sample(k, f);
+        for (size_t f = 0; f < sizeof flag_sets; f++) {
+            struct nv_am_hdr s = sample(k, flag_sets[f]);
             size_t m = nv_am_hdr_encode(&s, b);
             for (size_t cut = 0; cut < m; cut++)
                 CHECK(rejected(b, cut));
@@ -246,7 +263,7 @@ static void random_inputs(void)
 {
     long decoded = 0, with_token = 0;
     for (int it = 0; it < 100000; it++) {
-        uint8_t in[NV_AM_HDR_MAX + 12], out[NV_AM_HDR_MAX];   /* a multiple of 8: filled by words */
+        uint8_t in[NV_AM_HDR_MAX + 16], out[NV_AM_HDR_MAX];   /* a multiple of 8: filled by words */
         for (size_t i = 0; i < sizeof in; i += 8)
             nv_put64(in + i, next());
         /* three inputs in four get plausible fields, so many decode and
@@ -262,10 +279,6 @@ static void random_inputs(void)
                 in[5] = (uint8_t)(in[5] % (NETVM_STATUS_COUNT + 1));
             if ((r >> 39) % 8)
                 nv_put32(in + 8, nv_get32(in + 8) % (NV_AM_MAX_LEN + 2));
-            /* the token's pindex: 0, 1, or the first bad value */
-            size_t tok = NV_AMW_FIXED + 8u * (in[4] <= NV_AM_MAX_ARGS ? in[4] : 0);
-            if ((r >> 42) % 4)
-                nv_put32(in + tok + 12, (uint32_t)(next() % 3));
         }
         size_t len = (size_t)(next() % (sizeof in + 1));
         struct nv_am_hdr h, h2;
@@ -276,7 +289,8 @@ static void random_inputs(void)
         decoded++;
         with_token += (h.flags & (NV_AMW_F_TOKEN | NV_AMW_F_REPLY)) != 0;
         CHECK(n <= len && n <= NV_AM_HDR_MAX && n == nv_am_hdr_len(&h));
-        CHECK(!(h.flags & ~NV_AMW_F_ALL) && (h.flags & NV_AMW_F_ALL) != NV_AMW_F_ALL);
+        CHECK(!(h.flags & ~(NV_AMW_F_ALL & ~NV_AMW_F_PTOKEN)));
+        CHECK((h.flags & (NV_AMW_F_TOKEN | NV_AMW_F_REPLY)) != (NV_AMW_F_TOKEN | NV_AMW_F_REPLY));
         CHECK(h.nargs <= NV_AM_MAX_ARGS && h.status < NETVM_STATUS_COUNT && h.len <= NV_AM_MAX_LEN);
         CHECK(h.token.pindex <= 1);
         memset(out, 0, sizeof out);
