@@ -107,7 +107,7 @@ static netvm_status_t take_credit(netvm_ctx_t *ctx, struct nv_peer *p)
 void nv_am_return_credits(netvm_ctx_t *ctx, struct nv_peer *p, int force)
 {
     uint32_t owed = atomic_load_explicit(&p->am_owed, memory_order_relaxed);
-    if (!owed || (!force && owed < ctx->am_credits_init / 2) || atomic_load(&p->dead))
+    if (!owed || (!force && owed < ctx->am_credits_return) || atomic_load(&p->dead))
         return;
     struct nv_am_hdr h = { .handler = NV_AMH_CREDIT };
     nv_am_send(ctx, p, &h, NULL, NULL, NV_AMS_REPLY | NV_AMS_NOW);

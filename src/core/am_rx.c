@@ -36,7 +36,7 @@ struct nv_deferred {
 static void owe_credit(netvm_ctx_t *ctx, struct nv_peer *p)
 {
     uint32_t owed = atomic_fetch_add_explicit(&p->am_owed, 1, memory_order_relaxed) + 1;
-    if (owed >= ctx->am_credits_init / 2)
+    if (owed >= ctx->am_credits_return)
         nv_am_return_credits(ctx, p, 0);
 }
 

@@ -30,6 +30,12 @@ static void load_settings(netvm_ctx_t *ctx, const netvm_config_t *cfg, struct nv
                                                  : (int)nv_config_long("NETVM_THREADS", 0, 1);
     ctx->credits = (unsigned)nv_config_long("NETVM_MAX_INFLIGHT", 1, 200);
     ctx->am_credits_init = (unsigned)nv_config_long("NETVM_AM_CREDITS", 2, 65535);
+    /* credits owed go back alone at three quarters, else on the next
+     * message the other way: a stream answered every window (a reply per
+     * 64 messages, say) then returns them all on its replies, while the
+     * sender still has a quarter of its credits to go on with before the
+     * lone return reaches it (am.md, "Flow control") */
+    ctx->am_credits_return = ctx->am_credits_init * 3 / 4;
     ctx->listen_max_peers = (int)nv_config_long("NETVM_LISTEN_MAX_PEERS", 1, 1 << 20);
     sp->max_segments = (uint32_t)nv_config_long("NETVM_MAX_SEGMENTS", 1, 1 << 20);
     sp->use_mapping = (int)nv_config_long("NETVM_SHM_MAPPED", 0, 1);

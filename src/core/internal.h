@@ -264,6 +264,7 @@ struct netvm_ctx {
     } svc[8];
     _Atomic int       ndeferred; /* messages deferred, all peers */
     unsigned          am_credits_init;
+    unsigned          am_credits_return;   /* owed this many: returned alone (ctx.c) */
     struct {
         _Atomic uint64_t dropped_replies, dropped_no_handler, deferred, credit_waits;
     } am_stats;

@@ -28,7 +28,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_THREADS",        "0",     "thread level when netvm_config_t does not say: 0 serialized (one application thread at a time), 1 multiple" },
     { "NETVM_MAX_REQUESTS",   "4096",  "operations of this process that can await an answer at once (all peers)" },
     { "NETVM_MAX_INFLIGHT",   "64",    "operations awaiting an answer per peer; a further one waits for one to complete" },
-    { "NETVM_AM_CREDITS",     "64",    "one-way active messages a peer may have unhandled at a receiver (use the same value everywhere)" },
+    { "NETVM_AM_CREDITS",     "128",   "one-way active messages a peer may have unhandled at a receiver (use the same value everywhere)" },
     { "NETVM_MSG_MAX",        "4096",  "largest mailbox message in bytes (netvm_msg_send; use the same value everywhere)" },
     { "NETVM_MSG_SLOTS",      "256",   "messages a mailbox holds; further ones wait at their senders" },
     { "NETVM_MSG_EVENTS",     "0",     "1: every message that lands in the mailbox posts NETVM_EV_MESSAGE" },

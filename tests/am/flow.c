@@ -93,7 +93,7 @@ int main(void)
     CHECK_OK(netvm_init(&ctx, NULL));
     int rank = check_rank = netvm_rank(ctx);
     CHECK(netvm_size(ctx) == 3);
-    C = (int)amt_env("NETVM_AM_CREDITS", 64);
+    C = (int)amt_env("NETVM_AM_CREDITS", 128);
     total = (uint64_t)C * (ROUNDS + 1);
     for (int s = 0; s < 3; s++)
         seen[s] = calloc(total, 1);

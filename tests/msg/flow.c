@@ -1,6 +1,6 @@
 /* A receiver that stops reading (3 ranks, run with NETVM_MSG_SLOTS=8):
  * ranks 1 and 2 send N messages each to rank 0, far more than its mailbox
- * (8) and their credits (NETVM_AM_CREDITS, 64) hold. Rank 0 reads nothing
+ * (8) and their credits (NETVM_AM_CREDITS, 128) hold. Rank 0 reads nothing
  * until its mailbox is full and has turned messages away (deferred, seen
  * in netvm_am_stats), then reads them all: every one arrives, each
  * source's in order, with its payload. The senders were held back: their
@@ -19,7 +19,7 @@ int main(int argc, char **argv)
     int rank = netvm_rank(ctx), size = netvm_size(ctx);
     check_rank = rank;
     CHECK(size >= 2 && size <= 8);
-    CHECK(n > 8 + 64);
+    CHECK(n > 8 + 128);
     CHECK_OK(netvm_barrier(ctx));
     uint8_t buf[LEN];
     if (rank == 0) {
