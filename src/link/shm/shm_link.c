@@ -357,17 +357,11 @@ static void shm_poll_leave(struct nv_link *l)
     shm_poll(l, NULL);
 }
 
-/* A record in the ring keeps a thread from sleeping unless another thread
- * polls the ring: that one takes it in, and looks once more when it stops
- * (shm_poll_leave). Without that exception a progress thread beside an
- * application thread that polls a busy stream never slept: it found the
- * ring nonempty at every try, lost the ring to the poller, and tried
- * again (a sixth of both CPUs in epoll_wait(0), a message rate halved). */
 static int shm_sleep_prepare(struct nv_link *l)
 {
     struct nv_shm_hdr *h = shm_of(l)->self;
     atomic_fetch_add_explicit(&h->sleeping, 1, memory_order_seq_cst);
-    if ((nv_shm_ring_nonempty(h) && !atomic_load(&h->pollers)) || atomic_load(&shm_of(l)->spilling)) {
+    if (nv_shm_ring_nonempty(h) || atomic_load(&shm_of(l)->spilling)) {
         atomic_fetch_sub_explicit(&h->sleeping, 1, memory_order_relaxed);
         return 1;
     }
