@@ -18,10 +18,8 @@
 #include <stdatomic.h>
 
 typedef struct {
-    _Atomic int held;
+    _Atomic int held;   /* 0: free, so zeroed memory holds unlocked locks */
 } nv_spinlock_t;
-
-#define NV_SPINLOCK_INIT { 0 }
 
 enum {
     NV_SPINLOCK_PAUSES = 64,     /* passes with a pause before yielding */
@@ -38,8 +36,7 @@ static inline int nv_spin_trylock(nv_spinlock_t *l)
 static inline void nv_spin_lock_wait(nv_spinlock_t *l)
 {
     for (unsigned pass = 0;; pass++) {
-        if (!atomic_load_explicit(&l->held, memory_order_relaxed) &&
-            !atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
+        if (nv_spin_trylock(l))
             return;
         if (pass < NV_SPINLOCK_PAUSES) {
             nv_cpu_relax();
