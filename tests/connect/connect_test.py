@@ -223,8 +223,7 @@ def t_diepush(w, link):
     die case under AddressSanitizer on a loaded machine)."""
     s = w.server()
     t = [w.client(s.addr, "traffic", "--link", link, "--idx", str(i)) for i in range(2)]
-    for c in t:
-        c.wait(r"^TRAFFIC \d+ (\d+)")
+    ids = [int(c.wait(r"^TRAFFIC \d+ (\d+)").group(1)) for c in t]
     d = w.client(s.addr, "traffic", "--link", link, "--idx", "5", "--expect", "PEER",
                  env={"NETVM_TEST_SHM_DIE_IN_PUSH": "400"})
     did = int(d.wait(r"^TRAFFIC \d+ (\d+)").group(1))
@@ -234,11 +233,17 @@ def t_diepush(w, link):
     # the others still get through, and a new client too
     h = w.client(s.addr, "hold", "--link", link, "--idx", "7")
     h.wait(r"^CONNECTED OK")
+    hid = ups(s, 4, link)[3]
     h.send("op")
     h.wait(r"^OP OK")
     stop_traffic(t)
     h.send("quit")
     h.exit(0)
+    # counted once the service has seen each leave (a client's exit comes
+    # first; on a loaded machine its goodbye may not have been taken in yet)
+    for pid in ids + [hid]:
+        m = s.wait(rf"^DOWN {pid} (\S+)")
+        check(m.group(1) == "OK", f"a client that left was reported as {m.group(1)}")
     peers(s, 0)
     quit_server(s)
     no_complaints(s, *t, h)
