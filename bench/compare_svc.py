@@ -25,7 +25,9 @@ Rows with a target (DESIGN.md section 5, issue 9):
   rpc3_lat 0      <= 1.6x netvm's own rpc_lat 0 (a delegated 3-way call)
   rpc_cont_bw 8K  >= 0.8x the link's raw stream
   msg_lat 8       <= 1.2x the raw one-way
-  msg_rate 8      above UCX's active-message rate
+  msg_rate 8      above UCX's active-message rate (netvm_msg_send)
+  msg_rate_nb 8   the same with netvm_msg_isend: ucp_am_bw sends with the
+                  nonblocking ucp_am_send_nbx, so this is the like call
   lock_lat        <= 2.5x netvm's fadd_lat of the same program; faster than OpenSHMEM
   lock_handoff    time per turn of two ranks taking the lock in turn (a
                   turn: the release's wake, the successor's link and the
@@ -62,6 +64,7 @@ def svc_rows(link):
         ("rpc_cont_bw", 8192, "MB/s", {raw: stream}, None, ("bw", 0.8)),
         ("msg_lat", 8, "us", {raw: one_way}, None, ("lat", 1.2)),
         ("msg_rate", 8, "Mops", {"ucx": ("notify_rate", 8, 1.0)}, None, ("rate", 1.0)),
+        ("msg_rate_nb", 8, "Mops", {"ucx": ("notify_rate", 8, 1.0)}, None, ("rate", 1.0)),
         ("lock_lat", 1, "us", {"oshmem": ("lock_lat", 8, 1.0)}, ("fadd_lat", 8), ("lock", 2.5)),
         ("lock_handoff", 2, "us", {"oshmem": ("lock_handoff", 8, 1.0)}, None, ("libs", 1.0)),
         ("handoff_lat", 2, "us", {raw: one_way}, None, ("handoff", 1.0)),

@@ -11,6 +11,8 @@
  *   msg_rate      8-byte messages in windows of WINDOW: rank 0 sends a
  *                 window, rank 1 drains it (polling) and answers the window
  *                 with one message; Mmsg/s
+ *   msg_rate_nb   the same with netvm_msg_isend (as ucp_am_bw's
+ *                 ucp_am_send_nbx): a window may leave in one system call
  * Rank 1 serves until rank 0 sends STOP. Rows as netvm bench prints them;
  * --json writes [{"metric", "size", "unit", "netvm"}, ...]. Each
  * measurement doubles its count until a batch lasts min-ms/8 (the warm-up),
@@ -104,6 +106,24 @@ static double rate_batch(struct bench *b, size_t n)
     return now_s() - t0;
 }
 
+/* The same with the nonblocking send (ucx_perftest's ucp_am_bw sends
+ * with ucp_am_send_nbx): a window's messages may leave together. */
+static double rate_nb_batch(struct bench *b, size_t n)
+{
+    uint64_t v = 0, w;
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++) {
+        for (int k = 0; k < WINDOW; k++, v++) {
+            netvm_req_t *req;
+            OK(netvm_msg_isend(b->ctx, 1, T_RATE, &v, sizeof v, &req));
+            if (req)
+                OK(netvm_wait(&req));   /* a small message completes at once: not taken */
+        }
+        take(b->ctx, 1, b->wait, T_ACK, &w, NULL);
+    }
+    return now_s() - t0;
+}
+
 static void serve(netvm_ctx_t *ctx)
 {
     uint64_t v, drained = 0;
@@ -170,6 +190,8 @@ int main(int argc, char **argv)
             emit(&b, "msg_lat", 8, "us", timed(&b, lat_batch) / 2 * 1e6);
         if (svc_bench_wanted(only, "msg_rate"))
             emit(&b, "msg_rate", 8, "Mmsg", WINDOW / timed(&b, rate_batch) / 1e6);
+        if (svc_bench_wanted(only, "msg_rate_nb"))
+            emit(&b, "msg_rate_nb", 8, "Mmsg", WINDOW / timed(&b, rate_nb_batch) / 1e6);
         if (svc_bench_wanted(only, "msg_lat_wait")) {
             uint64_t mode = 1;
             OK(netvm_msg_send(b.ctx, 1, T_MODE, &mode, sizeof mode));

@@ -87,7 +87,13 @@ netvm_status_t netvm_msg_send(netvm_ctx_t *ctx, int peer, uint64_t tag, const vo
  * *req (NULL when already complete) completes, through netvm_test /
  * netvm_wait / netvm_req_then, once buf may be reused. It still waits for
  * a credit when none is left (inside a handler: NETVM_ERR_AGAIN). req
- * must not be NULL. */
+ * must not be NULL.
+ * Sent while a polling loop (netvm_progress, netvm_msg_try_recv, ...)
+ * holds the connections, a small message may wait to leave with the next
+ * ones: on tcp a stream of them then costs one system call, not one
+ * each. It leaves at the next netvm call of that loop that polls, waits
+ * or receives, and at most NETVM_ACK_DELAY_US later if none comes.
+ * netvm_msg_send always sends at once. */
 netvm_status_t netvm_msg_isend(netvm_ctx_t *ctx, int peer, uint64_t tag, const void *buf, size_t len,
                                netvm_req_t **req);
 

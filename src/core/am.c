@@ -205,11 +205,11 @@ netvm_status_t netvm_am_send(netvm_ctx_t *ctx, int peer, unsigned id, const uint
         *reqp = NULL;
     if (!ctx || id >= NETVM_AM_MAX_ID)
         return NETVM_ERR_INVAL;
-    return nv_am_send_id(ctx, peer, id, args, nargs, payload, len, reqp);
+    return nv_am_send_id(ctx, peer, id, args, nargs, payload, len, reqp, 0);
 }
 
 netvm_status_t nv_am_send_id(netvm_ctx_t *ctx, int peer, unsigned id, const uint64_t *args, unsigned nargs,
-                             const void *payload, size_t len, netvm_req_t **reqp)
+                             const void *payload, size_t len, netvm_req_t **reqp, unsigned flags)
 {
     struct nv_peer *p;
     struct nv_am_hdr h;
@@ -217,7 +217,9 @@ netvm_status_t nv_am_send_id(netvm_ctx_t *ctx, int peer, unsigned id, const uint
     if (st != NETVM_OK)
         return st;
     if (!p->lp.link || !is_large(p, len)) {
-        st = nv_am_send(ctx, p, &h, payload, NULL, 0);
+        if ((flags & NV_AMS_LAZY) && !nv_progress_may_hold(ctx))
+            flags &= ~NV_AMS_LAZY;
+        st = nv_am_send(ctx, p, &h, payload, NULL, flags & NV_AMS_LAZY);
         nv_peer_put(p);
         return st;
     }

@@ -475,7 +475,7 @@ netvm_status_t nv_am_init(netvm_ctx_t *ctx);
  * that a handler is registered for; core/svc.h's wrappers) */
 netvm_status_t nv_am_register_id(netvm_ctx_t *ctx, unsigned id, netvm_am_handler_fn fn, void *arg);
 netvm_status_t nv_am_send_id(netvm_ctx_t *ctx, int peer, unsigned id, const uint64_t *args, unsigned nargs,
-                             const void *payload, size_t len, netvm_req_t **reqp);
+                             const void *payload, size_t len, netvm_req_t **reqp, unsigned flags);
 netvm_status_t nv_am_request_id(netvm_ctx_t *ctx, int peer, unsigned id, const uint64_t *args, unsigned nargs,
                                 const void *payload, size_t len, void *reply_buf, size_t reply_cap,
                                 netvm_am_result_t *result, netvm_req_t **reqp);
@@ -549,6 +549,13 @@ void           nv_progress_leave(netvm_ctx_t *ctx);
 /* Before this thread sleeps on something that is not P: give P back (and
  * the shm rings its polling holds). */
 void           nv_progress_release(netvm_ctx_t *ctx);
+/* May a frame this thread sends wait for its next call (NV_AMS_LAZY)? Yes
+ * while a polling loop holds the links: that loop's next call, or the
+ * progress thread within NETVM_ACK_DELAY_US, sends it. */
+int            nv_progress_may_hold(netvm_ctx_t *ctx);
+/* Send what waits for this thread's next call (a call that returns at
+ * once without a pass of progress). */
+void           nv_progress_flush_tx(netvm_ctx_t *ctx);
 /* The armed event queue: P joins the user's event fd. */
 void           nv_progress_arm_e(netvm_ctx_t *ctx);
 /* Blocking calls are refused inside handlers and continuations. */

@@ -352,7 +352,10 @@ static netvm_status_t send_msg(netvm_ctx_t *ctx, int peer, uint64_t tag, const v
         d->next = 0;
     }
     uint64_t args[MB_NARGS] = { [MB_ARG_TAG] = tag, [MB_ARG_SEQ] = d->next };
-    netvm_status_t st = nv_svc_send(ctx, peer, NV_SVC_MSG + 0, args, MB_NARGS, buf, len, req);
+    /* a nonblocking send from a polling loop may leave with the loop's
+     * next call (a stream of them: one system call on tcp, not one each) */
+    netvm_status_t st = nv_am_send_id(ctx, peer, nv_svc_am_id(NV_SVC_MSG + 0), args, MB_NARGS, buf, len, req,
+                                      req ? NV_AMS_LAZY : 0);
     if (st == NETVM_OK)
         d->next++;
     nv_spin_unlock(&d->lock);
@@ -504,9 +507,12 @@ static netvm_status_t start(struct take *t, netvm_ctx_t *ctx, int source, uint64
 /* Look; if nothing, one pass of progress (outside handlers) and look again. */
 static netvm_status_t look_now(struct take *t)
 {
-    if (look(t))
+    if (nv_in_handler) {
+        look(t);
         return t->st;
-    if (nv_in_handler)
+    }
+    nv_progress_flush_tx(t->ctx);   /* what this thread held for its next call */
+    if (look(t))
         return t->st;
     netvm_progress(t->ctx);
     look(t);
@@ -539,6 +545,7 @@ netvm_status_t netvm_msg_recv(netvm_ctx_t *ctx, int source, uint64_t tag, void *
         return look_now(&t);
     if ((st = nv_may_block()) != NETVM_OK)
         return st;
+    nv_progress_flush_tx(ctx);
     if (look(&t))
         return t.st;
     st = nv_progress_wait(ctx, look, &t, timeout_ms, 1);

@@ -223,6 +223,13 @@ static void hold_rings(netvm_ctx_t *ctx)
         hold_rings_at(ctx, nv_now_ns());
 }
 
+int nv_progress_may_hold(netvm_ctx_t *ctx)
+{
+    /* a polling loop holds P: its next call, or the progress thread's next
+     * look (check_lease, every NETVM_ACK_DELAY_US), sends what waits */
+    return !nv_in_handler && !nv_is_progress_thread && ctx->have_thread && ctx->lent && ctx->lent_sticky;
+}
+
 void nv_progress_enter(netvm_ctx_t *ctx, int sticky)
 {
     atomic_fetch_add_explicit(&ctx->app_inside, 1, memory_order_relaxed);
@@ -329,6 +336,8 @@ static void flush_lazy(netvm_ctx_t *ctx)
         if (ctx->links[i]->ops->flush_tx)
             ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
 }
+
+void nv_progress_flush_tx(netvm_ctx_t *ctx) { flush_lazy(ctx); }
 
 /* How often the pool is swept for requests past NETVM_TIMEOUT while some
  * are pending: an eighth of the timeout, within [10 ms, 1 s]. */
@@ -527,12 +536,14 @@ static void sleep_on_p(netvm_ctx_t *ctx, int with_ep_fd, uint64_t max_ns)
 static void check_lease(netvm_ctx_t *ctx, uint64_t *seen_calls, uint64_t *seen_ns)
 {
     uint64_t calls = atomic_load_explicit(&ctx->app_calls, memory_order_relaxed), now = nv_now_ns();
+    /* messages held for a next call (nv_progress_may_hold) wait at most
+     * one look, whoever calls or waits meanwhile */
+    flush_lazy(ctx);
     if (calls != *seen_calls || atomic_load(&ctx->app_inside)) {
         *seen_calls = calls;
         *seen_ns = now;
         return;
     }
-    flush_lazy(ctx);
     if (now - *seen_ns < ctx->lease_ns)
         return;
     pthread_mutex_lock(&ctx->lend_lock);

@@ -26,7 +26,7 @@ netvm_status_t nv_svc_send(netvm_ctx_t *ctx, int peer, unsigned k, const uint64_
         *req = NULL;
     if (!ctx || k >= NV_SVC_NIDS)
         return NETVM_ERR_INVAL;
-    return nv_am_send_id(ctx, peer, nv_svc_am_id(k), args, nargs, payload, len, req);
+    return nv_am_send_id(ctx, peer, nv_svc_am_id(k), args, nargs, payload, len, req, 0);
 }
 
 netvm_status_t nv_svc_request(netvm_ctx_t *ctx, int peer, unsigned k, const uint64_t *args, unsigned nargs,

@@ -220,6 +220,9 @@ enum {
     NV_AMS_NOW   = 1u << 1,   /* leave now, not gathered with later frames */
     NV_AMS_COPY  = 1u << 2,   /* the payload is not referenced after the call returns (the link
                                  copies what it cannot send at once); no token needed */
+    NV_AMS_LAZY  = 1u << 3,   /* an eager message may wait, gathered with later frames, for the
+                                 next flush_tx (core sends one at the caller's next call, and the
+                                 progress thread within NETVM_ACK_DELAY_US) */
 };
 
 struct nv_link_ops {

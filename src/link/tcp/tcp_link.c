@@ -255,8 +255,11 @@ static netvm_status_t tcp_am_send(struct nv_link *l, struct nv_lpeer *lp, const 
     if (!large || (flags & NV_AMS_COPY)) {
         if (own_for_send(c, may_wait) != 0)
             return tcp_mail(c, &h, hdr, hlen, payload, plen, NULL);
-        int rc = tcp_tx_frame(c, &h, hdr, hlen, payload, plen, 1);
-        netvm_status_t st = done_sending(c, 1);
+        /* a lazy message waits in the arena for the next flush: a stream
+         * of them leaves with one sendmsg, not one each */
+        int now = large || !(flags & NV_AMS_LAZY);
+        int rc = tcp_tx_frame(c, &h, hdr, hlen, payload, plen, now);
+        netvm_status_t st = done_sending(c, now);
         if (rc != 0)
             return rc == -2 ? NETVM_ERR_FAULT : NETVM_ERR_NOMEM;
         return st;
