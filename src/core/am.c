@@ -208,6 +208,21 @@ netvm_status_t netvm_am_send(netvm_ctx_t *ctx, int peer, unsigned id, const uint
     return nv_am_send_id(ctx, peer, id, args, nargs, payload, len, reqp, 0);
 }
 
+/* NV_AMS_LAZY stays only where a polling loop will send the frame
+ * (nv_progress_may_hold). */
+static unsigned lazy_if_held(netvm_ctx_t *ctx, unsigned flags)
+{
+    return (flags & NV_AMS_LAZY) && !nv_progress_may_hold(ctx) ? flags & ~NV_AMS_LAZY : flags;
+}
+
+/* After a lazy frame was queued: if the loop let the links go meanwhile,
+ * its flush may have come before the frame. */
+static void lazy_sent(netvm_ctx_t *ctx, unsigned flags)
+{
+    if ((flags & NV_AMS_LAZY) && !nv_progress_may_hold(ctx))
+        nv_progress_flush_tx(ctx);
+}
+
 netvm_status_t nv_am_send_id(netvm_ctx_t *ctx, int peer, unsigned id, const uint64_t *args, unsigned nargs,
                              const void *payload, size_t len, netvm_req_t **reqp, unsigned flags)
 {
@@ -217,9 +232,9 @@ netvm_status_t nv_am_send_id(netvm_ctx_t *ctx, int peer, unsigned id, const uint
     if (st != NETVM_OK)
         return st;
     if (!p->lp.link || !is_large(p, len)) {
-        if ((flags & NV_AMS_LAZY) && !nv_progress_may_hold(ctx))
-            flags &= ~NV_AMS_LAZY;
-        st = nv_am_send(ctx, p, &h, payload, NULL, flags & NV_AMS_LAZY);
+        flags = lazy_if_held(ctx, flags & NV_AMS_LAZY);
+        st = nv_am_send(ctx, p, &h, payload, NULL, flags);
+        lazy_sent(ctx, flags);
         nv_peer_put(p);
         return st;
     }
@@ -283,7 +298,7 @@ uint64_t nv_am_reply_pkey(netvm_ctx_t *ctx, struct netvm_req *q)
 }
 
 netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req *q, uint16_t handler,
-                          const uint64_t *args, unsigned nargs, const void *payload, size_t len)
+                          const uint64_t *args, unsigned nargs, const void *payload, size_t len, unsigned lazy)
 {
     struct nv_am_hdr h;
     fill(&h, handler, args, nargs, len);
@@ -291,7 +306,11 @@ netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req 
     make_token(ctx, q, &h.token);
     if (nv_req_launch(q) != NETVM_OK)
         return NETVM_ERR_PEER;
-    netvm_status_t st = nv_am_send(ctx, p, &h, payload, NULL, request_flags(p, len));
+    unsigned flags = request_flags(p, len);
+    if (!flags)   /* eager */
+        flags = lazy_if_held(ctx, lazy & NV_AMS_LAZY);
+    netvm_status_t st = nv_am_send(ctx, p, &h, payload, NULL, flags);
+    lazy_sent(ctx, flags);
     return st == NETVM_OK ? NV_LINK_PENDING : st;
 }
 
@@ -328,7 +347,7 @@ netvm_status_t nv_am_request_id(netvm_ctx_t *ctx, int peer, unsigned id, const u
         q->amres->peer = -1;
         q->rbuf = reply_buf;
         q->rcap = reply_cap;
-        st = nv_am_call(ctx, p, q, (uint16_t)id, args, nargs, payload, len);   /* the reply completes it */
+        st = nv_am_call(ctx, p, q, (uint16_t)id, args, nargs, payload, len, 0);   /* the reply completes it */
         if (st == NV_LINK_PENDING && reqp) {
             *reqp = q;
             st = NETVM_OK;

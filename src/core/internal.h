@@ -494,9 +494,11 @@ void           nv_am_end_upcall(void *arg, struct nv_am_rx *rx, netvm_status_t s
  * one-way messages (wait_credit: wait for one; else NETVM_ERR_AGAIN). */
 netvm_status_t nv_am_send(netvm_ctx_t *ctx, struct nv_peer *p, struct nv_am_hdr *h, const void *payload,
                           struct netvm_req *req, unsigned flags);
-/* A core request with a reply: issue it (q reserved by nv_reserve_req). */
+/* A core request with a reply: issue it (q reserved by nv_reserve_req).
+ * lazy NV_AMS_LAZY: nobody waits for the reply now; an eager request may
+ * wait for the polling loop's next frame (nv_progress_may_hold). */
 netvm_status_t nv_am_call(netvm_ctx_t *ctx, struct nv_peer *p, struct netvm_req *q, uint16_t handler,
-                          const uint64_t *args, unsigned nargs, const void *payload, size_t len);
+                          const uint64_t *args, unsigned nargs, const void *payload, size_t len, unsigned lazy);
 /* A core reply to the request in h (from p). */
 void           nv_am_answer(netvm_ctx_t *ctx, struct nv_peer *p, const struct nv_am_hdr *req,
                             netvm_status_t st, const uint64_t *args, unsigned nargs,
@@ -588,6 +590,10 @@ netvm_status_t nv_put(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, const void 
                       unsigned flags, int remote, uint64_t tag, uint32_t gate);
 netvm_status_t nv_get(netvm_ctx_t *ctx, void *dst, netvm_rseg_t *src, size_t off, size_t len,
                       unsigned flags, uint64_t tag, netvm_req_t **req);
+/* nv_atomic's flag of its own: nobody waits for the answer now, so where
+ * the target runs the atomic (an active message) the request may wait for
+ * the polling loop's next frame (NV_AMS_LAZY). */
+#define NV_RMA_LAZY (1u << 31)
 netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_atomic_op_t op,
                          uint64_t operand, uint64_t compare, uint64_t *result, unsigned flags,
                          uint64_t tag, netvm_req_t **req);

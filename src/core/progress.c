@@ -114,6 +114,9 @@ static void lend_locked(netvm_ctx_t *ctx)
 
 static void give_back_locked(netvm_ctx_t *ctx)
 {
+    /* no longer a loop's (nv_progress_may_hold), before the flush: a
+     * message held after it sees that and flushes itself */
+    ctx->lent_sticky = 0;
     /* what an application thread held back to send with its next call
      * (acknowledgements) leaves now: nobody else would send it */
     for (int i = 0; i < ctx->nlinks; i++)
@@ -127,7 +130,6 @@ static void give_back_locked(netvm_ctx_t *ctx)
         ep_mod(ctx->qfd, ctx->pfd, EPOLLIN, &ctx->p_token);
         ctx->lent = 0;
     }
-    ctx->lent_sticky = 0;
 }
 
 static void flush_lazy(netvm_ctx_t *ctx);

@@ -56,12 +56,12 @@ static netvm_status_t regc_move(void *arg, int peer, const void *seg, unsigned f
     if (st != NETVM_OK)
         return st;
     if (!keys)
-        return nv_finish_req(ctx, q, nv_am_call(ctx, p, q, NV_AMH_REG, a, MV_NARGS, w, n * sizeof *w));
+        return nv_finish_req(ctx, q, nv_am_call(ctx, p, q, NV_AMH_REG, a, MV_NARGS, w, n * sizeof *w, 0));
     /* keyed: the answer's arguments are the key (one range, one bucket) */
     netvm_am_result_t res;
     memset(&res, 0, sizeof res);
     q->amres = &res;
-    st = nv_finish_req(ctx, q, nv_am_call(ctx, p, q, NV_AMH_REG, a, MV_NARGS, w, n * sizeof *w));
+    st = nv_finish_req(ctx, q, nv_am_call(ctx, p, q, NV_AMH_REG, a, MV_NARGS, w, n * sizeof *w, 0));
     if (st == NETVM_OK)
         st = res.status;
     if (st == NETVM_OK && (na != 1 || res.nargs < 2))

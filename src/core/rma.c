@@ -508,6 +508,8 @@ netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_at
 {
     if (reqp)
         *reqp = NULL;
+    unsigned lazy = flags & NV_RMA_LAZY ? NV_AMS_LAZY : 0;
+    flags &= ~(unsigned)NV_RMA_LAZY;
     netvm_status_t st = check(ctx, r, off, 8, NETVM_ATOMIC, flags);
     if (st != NETVM_OK)
         return st;
@@ -540,7 +542,7 @@ netvm_status_t nv_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_at
     if (!is_async(r))
         nv_req_ordered(q);
     uint32_t id = nv_req_id(q);
-    st = nv_am_call(ctx, r->peer, q, NV_AMH_ATOMIC, a, 6, NULL, 0);
+    st = nv_am_call(ctx, r->peer, q, NV_AMH_ATOMIC, a, 6, NULL, 0, lazy);
     if (ev.kinds)
         return launched(q, id, st);
     if (st != NV_LINK_PENDING) {
@@ -560,6 +562,13 @@ netvm_status_t netvm_atomic_nb(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off,
         return NETVM_ERR_INVAL;
     *reqp = NULL;
     return nv_atomic(ctx, r, off, op, operand, compare, result, 0, 0, reqp);
+}
+
+netvm_status_t nv_svc_atomic_lazy(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_atomic_op_t op,
+                                  uint64_t operand, uint64_t compare, uint64_t *result, netvm_req_t **reqp)
+{
+    *reqp = NULL;
+    return nv_atomic(ctx, r, off, op, operand, compare, result, NV_RMA_LAZY, 0, reqp);
 }
 
 netvm_status_t netvm_atomic(netvm_ctx_t *ctx, netvm_rseg_t *r, size_t off, netvm_atomic_op_t op,

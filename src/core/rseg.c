@@ -20,7 +20,7 @@ static netvm_status_t import_by_message(netvm_ctx_t *ctx, struct nv_peer *p, con
         return st;
     q->import = d;
     uint64_t a[2] = { slot, key };
-    st = nv_am_call(ctx, p, q, NV_AMH_IMPORT, a, name ? 0 : 2, name, name ? strlen(name) : 0);
+    st = nv_am_call(ctx, p, q, NV_AMH_IMPORT, a, name ? 0 : 2, name, name ? strlen(name) : 0, 0);
     st = nv_finish_req(ctx, q, st);
     if (st == NETVM_OK && p->lp.link->ops->import_done)
         st = p->lp.link->ops->import_done(p->lp.link, d);

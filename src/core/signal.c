@@ -85,14 +85,14 @@ static netvm_status_t signal(netvm_ctx_t *ctx, netvm_rseg_t *sig, size_t off, ui
         q->ev_len = 8;
         nv_req_detach(q);
         uint32_t id = nv_req_id(q);
-        st = nv_am_call(ctx, sig->peer, q, NV_AMH_SIGNAL, h.args, h.nargs, NULL, 0);
+        st = nv_am_call(ctx, sig->peer, q, NV_AMH_SIGNAL, h.args, h.nargs, NULL, 0, 0);
         if (st != NV_LINK_PENDING) {
             nv_req_end_started(q, id, st);   /* (no event: the error is returned) */
             return st;
         }
         return NETVM_OK;
     }
-    st = nv_finish_req(ctx, q, nv_am_call(ctx, sig->peer, q, NV_AMH_SIGNAL, h.args, h.nargs, NULL, 0));
+    st = nv_finish_req(ctx, q, nv_am_call(ctx, sig->peer, q, NV_AMH_SIGNAL, h.args, h.nargs, NULL, 0, 0));
     if (st == NETVM_OK && nv_rtrip_any(sig))
         nv_rtrip_fire(ctx, sig, off, 8);
     return st;

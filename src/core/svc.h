@@ -44,6 +44,13 @@ unsigned       nv_svc_am_id(unsigned k);
  * flush's error. */
 netvm_status_t nv_svc_put_quiet(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off, const void *src, size_t len);
 
+/* netvm_atomic_nb whose answer nobody waits for now (a continuation takes
+ * it): from a polling loop, where the target runs the atomic, the request
+ * may leave with that loop's next frame (a queue lock's release, whose
+ * compare-swap then rides with the next acquire). */
+netvm_status_t nv_svc_atomic_lazy(netvm_ctx_t *ctx, netvm_rseg_t *rseg, size_t off, netvm_atomic_op_t op,
+                                  uint64_t operand, uint64_t compare, uint64_t *result, netvm_req_t **req);
+
 /* The state of service slot (< NV_SVC_NSTATE): made by create(ctx) on the
  * first call (once, under a lock; NULL if create failed), freed by
  * destroy(ctx, state) at netvm_finalize once the progress engine has

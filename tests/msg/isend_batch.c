@@ -13,52 +13,15 @@
  *    that waited for the sender's next call would hang here.
  *  - netvm_msg_send between isends keeps the order. */
 #include "msg_test.h"
+#include "syscount.h"
 
-#include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #define W 64
 #define R 20
 enum { T_DATA = 1, T_ACK, T_PING, T_STOP };
-
-/* A counter of this process's sendmsg calls (threads made later
- * included), or -1. Opened before netvm_init so the progress thread is
- * counted. */
-static int open_sendmsg_counter(void)
-{
-    const char *paths[] = { "/sys/kernel/tracing/events/syscalls/sys_enter_sendmsg/id",
-                            "/sys/kernel/debug/tracing/events/syscalls/sys_enter_sendmsg/id" };
-    long id = -1;
-    for (unsigned i = 0; i < 2 && id < 0; i++) {
-        FILE *f = fopen(paths[i], "r");
-        if (f) {
-            if (fscanf(f, "%ld", &id) != 1)
-                id = -1;
-            fclose(f);
-        }
-    }
-    if (id < 0)
-        return -1;
-    struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.type = PERF_TYPE_TRACEPOINT;
-    a.size = sizeof a;
-    a.config = (uint64_t)id;
-    a.inherit = 1;
-    return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
-}
-
-static uint64_t count_of(int fd)
-{
-    uint64_t v = 0;
-    CHECK(read(fd, &v, sizeof v) == (ssize_t)sizeof v);
-    return v;
-}
 
 /* A polling loop: from its second call the loop holds the connections. */
 static void poll_a_while(netvm_ctx_t *ctx)
@@ -80,7 +43,7 @@ static void sender(netvm_ctx_t *ctx, int counter, int on_tcp, volatile uint64_t 
     uint64_t seq = 0, best = UINT64_MAX;
     for (int r = 0; r < R; r++) {
         poll_a_while(ctx);
-        uint64_t before = counter >= 0 ? count_of(counter) : 0;
+        uint64_t before = counter >= 0 ? syscount_read(counter) : 0;
         for (int k = 0; k < W; k++, seq++) {
             uint8_t buf[24];
             mt_fill(buf, 0, seq, sizeof buf);
@@ -97,7 +60,7 @@ static void sender(netvm_ctx_t *ctx, int counter, int on_tcp, volatile uint64_t 
         take(ctx, T_ACK, &v);
         CHECK(v == seq);
         if (counter >= 0) {
-            uint64_t n = count_of(counter) - before;
+            uint64_t n = syscount_read(counter) - before;
             if (n < best)
                 best = n;
         }
@@ -151,7 +114,7 @@ int main(void)
 {
     const char *links = getenv("NETVM_LINKS");
     int on_tcp = links && strcmp(links, "tcp") == 0;
-    int counter = open_sendmsg_counter();
+    int counter = syscount_open("sendmsg");
     netvm_ctx_t *ctx;
     CHECK_OK(netvm_init(&ctx, NULL));
     check_rank = netvm_rank(ctx);

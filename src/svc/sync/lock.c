@@ -118,7 +118,10 @@ static netvm_status_t release_async(struct nv_sync_handle *h, struct nv_sync_nod
         return NETVM_ERR_AGAIN;
     }
     netvm_req_t *req = NULL;
-    netvm_status_t s = netvm_atomic_nb(h->ctx, h->rseg, NV_SYNC_W_TAIL, NETVM_AOP_CSWAP, 0, ref, &n->rel_old, &req);
+    /* from a loop of acquires and releases it rides with the next
+     * acquire's request: one exchange with the home per turn, not two */
+    netvm_status_t s = nv_svc_atomic_lazy(h->ctx, h->rseg, NV_SYNC_W_TAIL, NETVM_AOP_CSWAP, 0, ref, &n->rel_old,
+                                          &req);
     if (s == NETVM_OK)
         s = netvm_req_then(h->ctx, &req, release_done,
                            (void *)(uintptr_t)(h->st->uid << 16 | (uint64_t)(n - h->st->nodes)));
