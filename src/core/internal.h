@@ -301,6 +301,7 @@ struct netvm_ctx {
     _Atomic uint64_t app_calls;  /* application progress calls (a counter the lease watches) */
     _Atomic uint64_t last_poll_ns; /* an application thread's last progress call (any thread: relaxed) */
     uint64_t         lease_ns;
+    uint64_t         loop_ns;    /* calls closer than this are a polling loop (NETVM_POLL_LOOP_US) */
     uint64_t         ack_delay_ns;  /* the progress thread's look while P is lent (held acknowledgements) */
     _Atomic uint32_t npending;      /* requests issued and not finished */
     _Atomic uint32_t next_gate;     /* the last gate a put with signal named (signal.c) */

@@ -166,8 +166,8 @@ static void kick(netvm_ctx_t *ctx)
     }
 }
 
-/* Calls closer together than this make a loop: the caller keeps P. */
-#define LOOP_NS 50000ull
+/* Calls closer together than ctx->loop_ns (NETVM_POLL_LOOP_US) make a
+ * loop: the caller keeps P. */
 
 /* This thread starts (enter) or stops polling every link's ring. */
 static void poll_rings(netvm_ctx_t *ctx, int enter)
@@ -200,7 +200,7 @@ static void release_rings(netvm_ctx_t *ctx)
 }
 
 /* A netvm_progress loop, or a loop of blocking calls, on links without an
- * epoll set to lend (shm): from its second call within LOOP_NS it counts
+ * epoll set to lend (shm): from its second call within loop_ns it counts
  * as a poller of the rings until the progress thread sees it stop for a
  * lease (a waiter does not enter and leave the poller count per call, a
  * store to a line every producer reads). */
@@ -208,7 +208,7 @@ static void hold_rings_at(netvm_ctx_t *ctx, uint64_t now)
 {
     if (atomic_load_explicit(&ctx->rings_held, memory_order_relaxed) || !ctx->thread_up)
         return;
-    if (now - atomic_exchange_explicit(&ctx->last_poll_ns, now, memory_order_relaxed) >= LOOP_NS)
+    if (now - atomic_exchange_explicit(&ctx->last_poll_ns, now, memory_order_relaxed) >= ctx->loop_ns)
         return;
     pthread_mutex_lock(&ctx->lend_lock);
     if (!ctx->rings_held) {
@@ -241,7 +241,7 @@ void nv_progress_enter(netvm_ctx_t *ctx, int sticky)
     if (ctx->lent && ctx->lent_sticky)
         return;   /* the common case of a loop: nothing to change */
     uint64_t now = nv_now_ns();
-    if (now - atomic_exchange_explicit(&ctx->last_poll_ns, now, memory_order_relaxed) < LOOP_NS)
+    if (now - atomic_exchange_explicit(&ctx->last_poll_ns, now, memory_order_relaxed) < ctx->loop_ns)
         sticky = 1;   /* calls in a loop: give P back only once they stop (the lease) */
     if (ctx->lent && !sticky)
         return;
@@ -651,6 +651,7 @@ static void *progress_main(void *arg)
 netvm_status_t nv_progress_start(netvm_ctx_t *ctx)
 {
     ctx->lease_ns = (uint64_t)nv_config_long("NETVM_POLL_LEASE_US", 100, 10000000) * 1000ull;
+    ctx->loop_ns = (uint64_t)nv_config_long("NETVM_POLL_LOOP_US", 1, 10000000) * 1000ull;
     ctx->ack_delay_ns = (uint64_t)nv_config_long("NETVM_ACK_DELAY_US", 10, 10000000) * 1000ull;
     if (ctx->ack_delay_ns > ctx->lease_ns)
         ctx->ack_delay_ns = ctx->lease_ns;
@@ -915,7 +916,7 @@ int netvm_progress(netvm_ctx_t *ctx)
     int loop = 0;
     if (lending_pays(ctx)) {
         uint64_t now = nv_now_ns();
-        loop = now - atomic_exchange_explicit(&ctx->last_poll_ns, now, memory_order_relaxed) < LOOP_NS;
+        loop = now - atomic_exchange_explicit(&ctx->last_poll_ns, now, memory_order_relaxed) < ctx->loop_ns;
     }
     if (loop && !nv_in_handler) {
         nv_progress_enter(ctx, 1);

@@ -39,6 +39,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_FH_MAXVICTIM",   "2M",    "bytes of unused pinned buckets a target keeps pinned for reuse (Firehose's MAXVICTIM); pinned total <= M + MAXVICTIM" },
     { "NETVM_FH_BUCKET",      "4096",  "bytes of a bucket, the unit of remote pinning (a power of two, a multiple of the page; the same everywhere); on the ofi link one registration each, and accesses split at buckets" },
     { "NETVM_FH_PEERS",       "0",     "peers M is shared among (0: the job's size - 1, at least 1); connected peers beyond it share what is left, refused with NETVM_ERR_NOMEM when M is taken" },
+    { "NETVM_POLL_LOOP_US",   "50",    "us between two calls of an application thread under which they count as a polling loop (it keeps the sockets)" },
     { "NETVM_POLL_LEASE_US",  "2000",  "us after its last call an application thread that polls keeps the sockets before the progress thread takes them back" },
     { "NETVM_ACK_DELAY_US",   "2000",  "us an acknowledgement, or a message isent from a polling loop, may wait for a polling application thread's next frame once that thread stops calling (tcp)" },
     { "NETVM_LISTEN_MAX_PEERS", "1024", "peers a listener admits at once when netvm_listen does not say" },
