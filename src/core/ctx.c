@@ -196,8 +196,6 @@ netvm_status_t netvm_barrier(netvm_ctx_t *ctx)
     /* operations gathered for sending, and answers held back, leave
      * before we block */
     nv_progress_pass(ctx);
-    for (int i = 0; i < ctx->nlinks; i++)
-        if (ctx->links[i]->ops->flush_tx)
-            ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
+    nv_progress_flush_tx(ctx);
     return nv_boot_barrier(ctx->boot);
 }

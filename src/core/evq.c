@@ -228,9 +228,7 @@ netvm_status_t netvm_evq_arm(netvm_ctx_t *ctx)
         return NETVM_ERR_AGAIN;
     /* what gathered for sending leaves before the caller sleeps; then the
      * sockets join the caller's fd, so what arrives wakes it directly */
-    for (int i = 0; i < ctx->nlinks; i++)
-        if (ctx->links[i]->ops->flush_tx)
-            ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
+    nv_progress_flush_tx(ctx);
     nv_progress_arm_e(ctx);
     if (ctx->in_e && nv_progress_pass(ctx))
         return NETVM_ERR_AGAIN;

@@ -556,8 +556,9 @@ void           nv_progress_release(netvm_ctx_t *ctx);
  * while a polling loop holds the links: that loop's next call, or the
  * progress thread within NETVM_ACK_DELAY_US, sends it. */
 int            nv_progress_may_hold(netvm_ctx_t *ctx);
-/* Send what waits for this thread's next call (a call that returns at
- * once without a pass of progress). */
+/* Send what the links gathered or held back for a next call (lazy
+ * frames, acknowledgements): before a wait, at a give-back, and where a
+ * call returns at once without a pass of progress. */
 void           nv_progress_flush_tx(netvm_ctx_t *ctx);
 /* The armed event queue: P joins the user's event fd. */
 void           nv_progress_arm_e(netvm_ctx_t *ctx);

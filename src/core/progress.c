@@ -119,9 +119,7 @@ static void give_back_locked(netvm_ctx_t *ctx)
     ctx->lent_sticky = 0;
     /* what an application thread held back to send with its next call
      * (acknowledgements) leaves now: nobody else would send it */
-    for (int i = 0; i < ctx->nlinks; i++)
-        if (ctx->links[i]->ops->flush_tx)
-            ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
+    nv_progress_flush_tx(ctx);
     if (ctx->in_e) {
         ep_mod(ctx->efd, ctx->pfd, 0, &ctx->p_token);
         ctx->in_e = 0;
@@ -132,7 +130,6 @@ static void give_back_locked(netvm_ctx_t *ctx)
     }
 }
 
-static void flush_lazy(netvm_ctx_t *ctx);
 
 /* The lease only asks whether the application called since it last
  * looked: a change of the counter, not its count. So a plain increment,
@@ -165,9 +162,6 @@ static void kick(netvm_ctx_t *ctx)
         (void)n;
     }
 }
-
-/* Calls closer together than ctx->loop_ns (NETVM_POLL_LOOP_US) make a
- * loop: the caller keeps P. */
 
 /* This thread starts (enter) or stops polling every link's ring. */
 static void poll_rings(netvm_ctx_t *ctx, int enter)
@@ -269,7 +263,7 @@ void nv_progress_leave(netvm_ctx_t *ctx)
 
 void nv_progress_release(netvm_ctx_t *ctx)
 {
-    flush_lazy(ctx);   /* nothing this thread issued may wait for its next call */
+    nv_progress_flush_tx(ctx);   /* nothing this thread issued may wait for its next call */
     /* rings held by this thread's polling: producers must ring the
      * progress thread again, or what arrives waits for the lease to end */
     if (atomic_load_explicit(&ctx->rings_held, memory_order_relaxed) && !atomic_load(&ctx->app_inside))
@@ -332,14 +326,12 @@ static int poll_links(netvm_ctx_t *ctx)
     return n;
 }
 
-static void flush_lazy(netvm_ctx_t *ctx)
+void nv_progress_flush_tx(netvm_ctx_t *ctx)
 {
     for (int i = 0; i < ctx->nlinks; i++)
         if (ctx->links[i]->ops->flush_tx)
             ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
 }
-
-void nv_progress_flush_tx(netvm_ctx_t *ctx) { flush_lazy(ctx); }
 
 /* How often the pool is swept for requests past NETVM_TIMEOUT while some
  * are pending: an eighth of the timeout, within [10 ms, 1 s]. */
@@ -540,7 +532,7 @@ static void check_lease(netvm_ctx_t *ctx, uint64_t *seen_calls, uint64_t *seen_n
     uint64_t calls = atomic_load_explicit(&ctx->app_calls, memory_order_relaxed), now = nv_now_ns();
     /* messages held for a next call (nv_progress_may_hold) wait at most
      * one look, whoever calls or waits meanwhile */
-    flush_lazy(ctx);
+    nv_progress_flush_tx(ctx);
     if (calls != *seen_calls || atomic_load(&ctx->app_inside)) {
         *seen_calls = calls;
         *seen_ns = now;
@@ -743,7 +735,7 @@ static void sleep_once(netvm_ctx_t *ctx, struct netvm_req *r, int events, uint64
             return;
         if (r && nv_req_done(r))
             return;
-        flush_lazy(ctx);
+        nv_progress_flush_tx(ctx);
         sleep_on_p(ctx, events, slice);
         nv_progress_pass(ctx);
         return;
@@ -789,14 +781,14 @@ static netvm_status_t wait_loop(netvm_ctx_t *ctx, int (*done)(void *), void *arg
         poll_rings(ctx, 1);
     unsigned iter = 0;
     int spinning = 1;
-    flush_lazy(ctx);   /* what this thread issued goes before it waits */
+    nv_progress_flush_tx(ctx);   /* what this thread issued goes before it waits */
     while (!done(arg)) {
         if (spinning) {
             nv_progress_pass(ctx);
             if (done(arg))
                 break;
             /* still waiting: nothing it owes may wait for its next frame */
-            flush_lazy(ctx);
+            nv_progress_flush_tx(ctx);
             if ((++iter & 63) == 0) {
                 uint64_t now = nv_now_ns();
                 if (now >= deadline) {
@@ -920,9 +912,7 @@ int netvm_progress(netvm_ctx_t *ctx)
     }
     if (loop && !nv_in_handler) {
         nv_progress_enter(ctx, 1);
-        for (int i = 0; i < ctx->nlinks; i++)
-            if (ctx->links[i]->ops->flush_tx)
-                ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
+        nv_progress_flush_tx(ctx);
         int n = nv_progress_pass(ctx);
         atomic_fetch_sub_explicit(&ctx->app_inside, 1, memory_order_relaxed);
         return n;
@@ -930,8 +920,6 @@ int netvm_progress(netvm_ctx_t *ctx)
     note_app_call(ctx);
     if (!loop && !nv_in_handler && !lending_pays(ctx))
         hold_rings(ctx);
-    for (int i = 0; i < ctx->nlinks; i++)
-        if (ctx->links[i]->ops->flush_tx)
-            ctx->links[i]->ops->flush_tx(ctx->links[i], 1);
+    nv_progress_flush_tx(ctx);
     return nv_progress_pass(ctx);
 }
