@@ -294,6 +294,8 @@ struct netvm_ctx {
     _Atomic int      lent;       /* P is disabled in Q: an application thread serves it */
     _Atomic int      lent_sticky;/* ... and keeps it after its call returns (polling) */
     _Atomic int      in_e;       /* P is enabled in E (armed event queue) */
+    _Atomic int      unwatched;  /* the links' connections are out of P (watch_links; under lend_lock) */
+    unsigned         direct_run; /* direct passes since a thread last slept on P (in the pass only) */
     _Atomic int      rings_held; /* a polling loop counts as a poller of the links' rings
                                     (poll_enter), so producers do not ring the progress thread */
     _Atomic uint64_t next_timer; /* when the links' deadlines want a pass next (ns) */

@@ -102,6 +102,26 @@ netvm_status_t nv_progress_init(netvm_ctx_t *ctx)
     return NETVM_OK;
 }
 
+/* The links' connections out of P (on 0) while a polling loop reads them
+ * directly, or back (on 1) before anyone sleeps on P or P goes back to the
+ * progress thread. Callers hold lend_lock. */
+static void watch_links(netvm_ctx_t *ctx, int on)
+{
+    if (ctx->unwatched != on)
+        return;
+    for (int i = 0; i < ctx->nlinks; i++)
+        if (ctx->links[i]->ops->watch)
+            ctx->links[i]->ops->watch(ctx->links[i], on);
+    ctx->unwatched = !on;
+}
+
+static void watch_links_locking(netvm_ctx_t *ctx, int on)
+{
+    pthread_mutex_lock(&ctx->lend_lock);
+    watch_links(ctx, on);
+    pthread_mutex_unlock(&ctx->lend_lock);
+}
+
 /* Callers hold lend_lock. */
 static void lend_locked(netvm_ctx_t *ctx)
 {
@@ -117,6 +137,7 @@ static void give_back_locked(netvm_ctx_t *ctx)
     /* no longer a loop's (nv_progress_may_hold), before the flush: a
      * message held after it sees that and flushes itself */
     ctx->lent_sticky = 0;
+    watch_links(ctx, 1);
     /* what an application thread held back to send with its next call
      * (acknowledgements) leaves now: nobody else would send it */
     nv_progress_flush_tx(ctx);
@@ -291,6 +312,7 @@ void nv_progress_arm_e(netvm_ctx_t *ctx)
         kick(ctx);
     }
     if (!ctx->in_e) {
+        watch_links(ctx, 1);   /* the user sleeps on E, so on P */
         ep_mod(ctx->efd, ctx->pfd, EPOLLIN, &ctx->p_token);
         ctx->in_e = 1;
     }
@@ -437,6 +459,12 @@ static void pass_timers(netvm_ctx_t *ctx)
  * their connections directly (poll_direct). */
 #define P_LOOK 16u
 
+/* Direct passes in a row, without a sleep on P, before the connections
+ * leave P (watch_links): a loop that polls on, not a waiter that spins a
+ * while (NETVM_SPIN_US, up to NETVM_SPIN_MAX_US) and then sleeps, which
+ * would put them back each time (two epoll_ctl a connection). */
+#define UNWATCH_AFTER 4096u
+
 /* 0 when every link that can read its connections directly did (their
  * messages added to *n), -1 when one cannot: P must be asked. */
 static int poll_direct(netvm_ctx_t *ctx, int *n)
@@ -472,8 +500,16 @@ int nv_progress_pass(netvm_ctx_t *ctx)
              * that looks at P) reads the connections itself, and asks P
              * only every P_LOOK passes (listeners, handshakes, pidfds);
              * the progress thread was woken by P */
-            if (nv_is_progress_thread || !ctx->lent || (++ctx->pass_seq % P_LOOK) == 0 ||
-                poll_direct(ctx, &n) != 0) {
+            int direct = !nv_is_progress_thread && ctx->lent && poll_direct(ctx, &n) == 0;
+            if (direct && !ctx->unwatched && ++ctx->direct_run >= UNWATCH_AFTER && ctx->lent_sticky) {
+                pthread_mutex_lock(&ctx->lend_lock);
+                if (ctx->lent && ctx->lent_sticky && !ctx->in_e)
+                    watch_links(ctx, 0);
+                pthread_mutex_unlock(&ctx->lend_lock);
+            } else if (!direct && ctx->unwatched) {
+                watch_links_locking(ctx, 1);   /* P is asked: it must see them */
+            }
+            if (!direct || (++ctx->pass_seq % P_LOOK) == 0) {
                 struct epoll_event ev[32];
                 int k = epoll_wait(ctx->pfd, ev, 32, 0);
                 if (k > 0)
@@ -502,6 +538,9 @@ static void sleep_on_p(netvm_ctx_t *ctx, int with_ep_fd, uint64_t max_ns)
         nanosleep(&ts, NULL);
         return;
     }
+    ctx->direct_run = 0;
+    if (ctx->unwatched)
+        watch_links_locking(ctx, 1);   /* P wakes this sleep */
     int busy = 0, nl = ctx->nlinks;
     for (int i = 0; i < nl; i++)
         if (ctx->links[i]->ops->sleep_prepare(ctx->links[i])) {

@@ -317,6 +317,12 @@ struct nv_link_ops {
      * (core then asks P). The link's other fds (listeners, handshakes)
      * still wait for P, which core looks at every few passes. */
     int  (*poll_direct)(struct nv_link *l);
+    /* optional, with poll_direct: on 0, until called with 1, the thread
+     * in the pass reads every ready connection itself (poll_direct) and
+     * nobody sleeps on P, so the link may take its ready connections out
+     * of the epoll set (each arriving segment then costs no epoll
+     * callback); on 1 they are back, and P reports what is pending */
+    void (*watch)(struct nv_link *l, int on);
     /* a thread is about to spin on poll() (so peers need not wake anyone),
      * and has stopped */
     void (*poll_enter)(struct nv_link *l);

@@ -450,6 +450,7 @@ static void tcp_destroy(struct nv_link *l)
     free(t->pending);
     free(t->slot_refs);
     pthread_mutex_destroy(&t->conns_lock);
+    pthread_mutex_destroy(&t->watch_lock);
     explicit_bzero(t->secret, sizeof t->secret);
     free(t);
 }
@@ -477,6 +478,7 @@ static struct nv_link_ops tcp_ops = {
     .gate_failed = tcp_gate_failed_op,
     .poll = tcp_poll,
     .poll_direct = tcp_poll_direct,
+    .watch = tcp_watch,
     .epoll_event = tcp_epoll_event,
     .poll_enter = noop,
     .poll_leave = noop,
@@ -537,6 +539,7 @@ netvm_status_t nv_tcp_link_open(struct nv_link **out, int pfd, const struct nv_t
     t->hs = up->hs;
     t->p = *p;
     pthread_mutex_init(&t->conns_lock, NULL);
+    pthread_mutex_init(&t->watch_lock, NULL);
     if (p->secret_len > sizeof t->secret) {
         tcp_destroy(&t->base);
         return NETVM_ERR_INVAL;

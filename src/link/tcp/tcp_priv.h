@@ -134,7 +134,8 @@ struct tcp_conn {
     netvm_status_t    gate_st[TCP_GATES];
     _Atomic uint64_t  serve_seq;    /* odd while a frame writes into this process's memory */
     struct tcp_hs    *hs;
-    int               listed;       /* in the link's list and epoll set */
+    int               listed;       /* in the link's list */
+    int               watched;      /* in the epoll set (under the link's watch_lock) */
     struct tcp_conn  *next, *prev;  /* the link's list */
 };
 
@@ -171,6 +172,7 @@ struct tcp_link {
     struct tcp_listener_s *closed;      /* closed, freed by the next pass's timer (under conns_lock) */
     struct tcp_listener_s *job;
     pthread_mutex_t      conns_lock;    /* the list, and handshakes */
+    pthread_mutex_t      watch_lock;    /* connections' place in the epoll set (after conns_lock) */
     struct tcp_conn     *conns;
     struct tcp_pending  *pending;       /* by request index */
     _Atomic uint32_t    *slot_refs;     /* queued get answers per segment slot */
@@ -192,6 +194,8 @@ void             tcp_conn_fail(struct tcp_conn *c, const char *why);
 int              tcp_conn_buffers(struct tcp_conn *c);
 int              tcp_tune_socket(int fd, int timeout_ms);
 void             tcp_conn_interest(struct tcp_conn *c, unsigned events);
+/* The link's watch op (link.h): ready connections out of the epoll set, or back. */
+void             tcp_watch(struct nv_link *l, int on);
 /* Own c (0), or -1 if another thread does. A thread that owns it already
  * (a handler run from its receive path) owns it again. */
 int              tcp_own(struct tcp_conn *c);
