@@ -124,7 +124,7 @@ static void conn_unwatch(struct tcp_conn *c)
 
 /* A thread reads the ready connections directly (poll_direct) and nobody
  * sleeps on P: out of the epoll set, an arriving segment runs no epoll
- * callback (about 1 us of a 7 us round trip on loopback). Back in, epoll
+ * callback (msg_lat 8% lower on loopback, docs/performance.md). Back in, epoll
  * reports at once what is pending (level-triggered). A connection that is
  * not ready stays: its handshake is driven by P's events, and a dead one
  * must not come back (tcp_conn_fail marks it dead before it leaves, so
