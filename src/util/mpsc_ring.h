@@ -151,8 +151,13 @@ static inline void nv_mpsc_rec_read(const struct nv_mpsc *q, uint64_t pos, size_
 /* Reserve the slots of a record of n bytes: 0 and *pos, -1 if the ring is
  * full now, -2 if the record can never fit (more than half the ring) or
  * is empty. The caller writes the bytes (nv_mpsc_rec_write) and must then
- * publish, whatever happens: the consumer waits for the record in order. */
-static inline int nv_mpsc_reserve(const struct nv_mpsc *q, size_t n, uint64_t *pos_out)
+ * publish, whatever happens: the consumer waits for the record in order.
+ * noted (may be NULL): set to the first slot + 1 the instant after the
+ * slots are taken, so that a producer killed before it publishes leaves
+ * the fewest instructions in which its reservation is on record nowhere
+ * (the shm link's pushrec; the caller clears it once published). */
+static inline int nv_mpsc_reserve_noted(const struct nv_mpsc *q, size_t n, uint64_t *pos_out,
+                                        _Atomic uint64_t *noted)
 {
     size_t k = nv_mpsc_rec_slots(q, n);
     if (!n || k > (q->mask + 1) / 2 || n > UINT32_MAX)
@@ -182,10 +187,17 @@ static inline int nv_mpsc_reserve(const struct nv_mpsc *q, size_t n, uint64_t *p
                                                   memory_order_relaxed))
             break;
     }
+    if (noted)
+        atomic_store_explicit(noted, pos + 1, memory_order_release);
     uint8_t len[4] = { (uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24) };
     memcpy(nv_mpsc_rec(q, pos), len, 4);
     *pos_out = pos;
     return 0;
+}
+
+static inline int nv_mpsc_reserve(const struct nv_mpsc *q, size_t n, uint64_t *pos_out)
+{
+    return nv_mpsc_reserve_noted(q, n, pos_out, NULL);
 }
 
 static inline void nv_mpsc_publish(const struct nv_mpsc *q, uint64_t pos)

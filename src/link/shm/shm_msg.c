@@ -190,19 +190,19 @@ static netvm_status_t push(struct shm_link *s, struct shm_peer *pe, const uint8_
 {
     struct nv_mpsc q = shm_peer_ring(pe);
     if (!atomic_load_explicit(&pe->nspill, memory_order_acquire)) {
+        /* the reservation is on record until published: its target and
+         * size before it is made, its place the instant after (a kill in
+         * between those two instants still wedges the consumer's ring) */
+        int ts = shm_thread_slot(s);
+        struct nv_shm_pushrec *pr = ts < NV_SHM_OP_SLOTS ? &s->self->push[ts] : NULL;
+        if (pr) {
+            atomic_store_explicit(&pr->target, (uint32_t)pe->pid, memory_order_relaxed);
+            atomic_store_explicit(&pr->k, (uint32_t)nv_mpsc_rec_slots(&q, alen + blen), memory_order_relaxed);
+        }
         for (unsigned spins = 0;; spins++) {
             uint64_t pos;
-            int rc = nv_mpsc_reserve(&q, alen + blen, &pos);
+            int rc = nv_mpsc_reserve_noted(&q, alen + blen, &pos, pr ? &pr->pos : NULL);
             if (rc == 0) {
-                /* the reservation is on record until published */
-                int ts = shm_thread_slot(s);
-                struct nv_shm_pushrec *pr = ts < NV_SHM_OP_SLOTS ? &s->self->push[ts] : NULL;
-                if (pr) {
-                    atomic_store_explicit(&pr->target, (uint32_t)pe->pid, memory_order_relaxed);
-                    atomic_store_explicit(&pr->k, (uint32_t)nv_mpsc_rec_slots(&q, alen + blen),
-                                          memory_order_relaxed);
-                    atomic_store_explicit(&pr->pos, pos + 1, memory_order_release);
-                }
                 test_die_in_push(s);
                 netvm_status_t st = fill_slots(&q, pos, a, alen, b, blen, guarded);
                 if (pr)
