@@ -148,14 +148,24 @@ static inline void nv_mpsc_rec_read(const struct nv_mpsc *q, uint64_t pos, size_
     memcpy((uint8_t *)dst + room, q->slots, n - room);
 }
 
+/* A producer's note of its reservation (the shm link's pushrec), so that
+ * the consumer can finish what a producer killed before it published
+ * would leave unfinished: 0 none; else the slot it tries + 1, stored
+ * before each compare-swap, and NV_MPSC_NOTE_WON added the instant after
+ * the swap took the slots. A note without the mark names a slot this
+ * producer tried: it may have won it (killed right after the swap) or
+ * lost it to another producer, who then has a note of its own naming it
+ * (nv_mpsc_claim_check tells which). */
+#define NV_MPSC_NOTE_WON (1ull << 63)
+
+static inline uint64_t nv_mpsc_note_pos(uint64_t note) { return (note & ~NV_MPSC_NOTE_WON) - 1; }
+
 /* Reserve the slots of a record of n bytes: 0 and *pos, -1 if the ring is
  * full now, -2 if the record can never fit (more than half the ring) or
  * is empty. The caller writes the bytes (nv_mpsc_rec_write) and must then
  * publish, whatever happens: the consumer waits for the record in order.
- * noted (may be NULL): set to the first slot + 1 the instant after the
- * slots are taken, so that a producer killed before it publishes leaves
- * the fewest instructions in which its reservation is on record nowhere
- * (the shm link's pushrec; the caller clears it once published). */
+ * noted (may be NULL): the producer's note, as above (cleared here when
+ * the ring is full; the caller clears it once published). */
 static inline int nv_mpsc_reserve_noted(const struct nv_mpsc *q, size_t n, uint64_t *pos_out,
                                         _Atomic uint64_t *noted)
 {
@@ -178,21 +188,60 @@ static inline int nv_mpsc_reserve_noted(const struct nv_mpsc *q, size_t n, uint6
                 continue;
             }
             uint64_t again = atomic_load_explicit(q->tail, memory_order_relaxed);
-            if (again == pos)
+            if (again == pos) {
+                if (noted)   /* it holds nothing: a stale note would hold up a dead one's */
+                    atomic_store_explicit(noted, 0, memory_order_release);
                 return -1;
+            }
             pos = again;
             continue;
         }
-        if (atomic_compare_exchange_weak_explicit(q->tail, &pos, pos + k, memory_order_relaxed,
+        /* the swap releases the note: a consumer that reads the tail past
+         * pos (acquire) sees the note of whoever won pos */
+        if (noted)
+            atomic_store_explicit(noted, pos + 1, memory_order_release);
+        if (atomic_compare_exchange_weak_explicit(q->tail, &pos, pos + k, memory_order_release,
                                                   memory_order_relaxed))
             break;
     }
     if (noted)
-        atomic_store_explicit(noted, pos + 1, memory_order_release);
+        atomic_store_explicit(noted, (pos + 1) | NV_MPSC_NOTE_WON, memory_order_relaxed);
     uint8_t len[4] = { (uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24) };
     memcpy(nv_mpsc_rec(q, pos), len, 4);
     *pos_out = pos;
     return 0;
+}
+
+/* The consumer, about a dead producer's note naming pos without the mark
+ * (it tried pos; did it win?). live_names(arg, pos) says whether a live
+ * producer's note names pos now; every producer that can push must be
+ * asked, and must note before its swap (nv_mpsc_reserve_noted).
+ *   NV_MPSC_CLAIM_NONE: nothing to do: taken in already, published, or
+ *     never taken by anyone (the tail has not passed it: a dead producer
+ *     cannot take it now);
+ *   NV_MPSC_CLAIM_LIVE: a live producer names it: it won it and will
+ *     publish, or lost it and is about to note its next try; ask again;
+ *   NV_MPSC_CLAIM_DEAD: taken and no live producer names it: a dead one
+ *     won it and it will never be published (nv_mpsc_finish).
+ * Why DEAD is sound: whoever won pos noted it before its swap and keeps
+ * the note until it has published; the tail read after the swap shows the
+ * note, and the last look at pos's word, after the notes, shows a publish
+ * that came before a note was cleared. */
+enum nv_mpsc_claim { NV_MPSC_CLAIM_NONE, NV_MPSC_CLAIM_LIVE, NV_MPSC_CLAIM_DEAD };
+
+static inline enum nv_mpsc_claim nv_mpsc_claim_check(const struct nv_mpsc *q, uint64_t pos,
+                                                     int (*live_names)(void *arg, uint64_t pos), void *arg)
+{
+    uint64_t head = atomic_load_explicit(q->head, memory_order_acquire);
+    if (pos < head || atomic_load_explicit(q->tail, memory_order_acquire) <= pos)
+        return NV_MPSC_CLAIM_NONE;
+    if (atomic_load_explicit(nv_mpsc_seq(q, pos), memory_order_acquire) == pos + 1)
+        return NV_MPSC_CLAIM_NONE;
+    if (live_names(arg, pos))
+        return NV_MPSC_CLAIM_LIVE;
+    if (atomic_load_explicit(nv_mpsc_seq(q, pos), memory_order_acquire) == pos + 1)
+        return NV_MPSC_CLAIM_NONE;
+    return NV_MPSC_CLAIM_DEAD;
 }
 
 static inline int nv_mpsc_reserve(const struct nv_mpsc *q, size_t n, uint64_t *pos_out)

@@ -214,7 +214,7 @@ def t_die(w, link):
     no_complaints(*t2, j)
 
 
-def t_diepush(w, link):
+def t_diepush(w, link, when="400"):
     """A client dies while it writes a message into the service's shm ring
     (NETVM_TEST_SHM_DIE_IN_PUSH: between reserving the slots and publishing
     them). The service finishes that record as void when it learns of the
@@ -225,7 +225,7 @@ def t_diepush(w, link):
     t = [w.client(s.addr, "traffic", "--link", link, "--idx", str(i)) for i in range(2)]
     ids = [int(c.wait(r"^TRAFFIC \d+ (\d+)").group(1)) for c in t]
     d = w.client(s.addr, "traffic", "--link", link, "--idx", "5", "--expect", "PEER",
-                 env={"NETVM_TEST_SHM_DIE_IN_PUSH": "400"})
+                 env={"NETVM_TEST_SHM_DIE_IN_PUSH": when})
     did = int(d.wait(r"^TRAFFIC \d+ (\d+)").group(1))
     d.exit(None)
     m = s.wait(rf"^DOWN {did} (\S+)")
@@ -247,6 +247,14 @@ def t_diepush(w, link):
     peers(s, 0)
     quit_server(s)
     no_complaints(s, *t, h)
+
+
+def t_diepush_swap(w, link):
+    """The same, killed the instant after the compare-swap that took the
+    slots, before its note says it won them (the hook leaves the note in
+    that state): the service must tell its won slot from one it tried and
+    lost, and finish it (seen once under ThreadSanitizer, 2026-11-29)."""
+    t_diepush(w, link, "400:swap")
 
 
 def t_auth(w, link):
@@ -334,7 +342,7 @@ def t_bigreq(w, link):
 
 
 CASES = {"bigreq": t_bigreq, "suite": t_suite, "leave": t_leave, "die": t_die, "auth": t_auth, "limit": t_limit,
-         "diepush": t_diepush}
+         "diepush": t_diepush, "diepush_swap": t_diepush_swap}
 
 
 def main():

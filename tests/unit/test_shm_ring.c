@@ -8,7 +8,12 @@
  * even bytes that spell "published" for the next lap, never read as a
  * record once consumed; several producer threads and one consumer
  * move 200000 records of random lengths, each producer's in order, none
- * lost or duplicated, sharing the head they last read. Bounded by counts, never by time. */
+ * lost or duplicated, sharing the head they last read. A dead
+ * producer's note (nv_mpsc_claim_check): won at the swap and never
+ * published reads DEAD and is finished; a slot a live producer still
+ * names reads LIVE; one taken in, published or never taken reads NONE;
+ * a producer that finds the ring full keeps no note. Bounded by counts,
+ * never by time. */
 #include "check.h"
 #include "link/shm/shm_block.h"
 
@@ -235,6 +240,82 @@ static void whole_ring(const struct nv_mpsc *q)
     pop_empty(q);
 }
 
+/* --- dead producers' notes -------------------------------------------------------------- */
+
+static _Atomic uint64_t *live_notes[2];   /* the live producers' notes */
+
+static int notes_name(void *arg, uint64_t pos)
+{
+    (void)arg;
+    for (int i = 0; i < 2; i++) {
+        uint64_t n = live_notes[i] ? atomic_load(live_notes[i]) : 0;
+        if (n && nv_mpsc_note_pos(n) == pos)
+            return 1;
+    }
+    return 0;
+}
+
+static void dead_notes(struct nv_shm_hdr *h)
+{
+    struct nv_mpsc q = nv_shm_ring_view(h);
+    _Atomic uint64_t dead = 0, live = 0;
+    uint8_t buf[3 * PER], out[4 * NV_CACHELINE];
+    uint64_t p, p2;
+
+    /* a producer killed right after its swap: its note names the slot but
+     * not the win, and nobody else names it */
+    CHECK(nv_mpsc_reserve_noted(&q, sizeof buf, &p, &dead) == 0);
+    CHECK(atomic_load(&dead) == ((p + 1) | NV_MPSC_NOTE_WON));
+    atomic_store(&dead, p + 1);
+    fill(buf, 100, 7);
+    CHECK(nv_mpsc_push_bytes(&q, buf, 100, NULL, 0) == 0);   /* behind it */
+    pop_empty(&q);                                           /* held up */
+    CHECK(nv_mpsc_claim_check(&q, nv_mpsc_note_pos(atomic_load(&dead)), notes_name, NULL) ==
+          NV_MPSC_CLAIM_DEAD);
+    uint8_t v = 0xee;
+    nv_mpsc_finish(&q, p, nv_mpsc_rec_slots(&q, sizeof buf), &v, 1);
+    CHECK(nv_mpsc_pop_bytes(&q, out, sizeof out) == nv_mpsc_rec_slots(&q, sizeof buf) * NV_CACHELINE - 12);
+    CHECK(out[0] == 0xee);
+    pop_expect(&q, 100, 7);
+    pop_empty(&q);
+    /* settled: taken in now */
+    CHECK(nv_mpsc_claim_check(&q, p, notes_name, NULL) == NV_MPSC_CLAIM_NONE);
+
+    /* a producer that lost its slot to a live one and died before its next
+     * try: the live one names the slot until it has published it */
+    live_notes[0] = &live;
+    CHECK(nv_mpsc_reserve_noted(&q, 100, &p, &live) == 0);
+    atomic_store(&dead, p + 1);
+    CHECK(nv_mpsc_claim_check(&q, p, notes_name, NULL) == NV_MPSC_CLAIM_LIVE);
+    fill(buf, 100, 8);
+    nv_mpsc_rec_write(&q, p, 0, buf, 100);
+    nv_mpsc_publish(&q, p);
+    CHECK(nv_mpsc_claim_check(&q, p, notes_name, NULL) == NV_MPSC_CLAIM_NONE);   /* published */
+    atomic_store(&live, 0);
+    CHECK(nv_mpsc_claim_check(&q, p, notes_name, NULL) == NV_MPSC_CLAIM_NONE);
+    pop_expect(&q, 100, 8);
+    live_notes[0] = NULL;
+
+    /* a slot nobody took (a dead producer's swap failed, or it never got
+     * to try): the tail has not passed it */
+    p = atomic_load(q.tail);
+    CHECK(nv_mpsc_claim_check(&q, p, notes_name, NULL) == NV_MPSC_CLAIM_NONE);
+    CHECK(nv_mpsc_claim_check(&q, p + 5, notes_name, NULL) == NV_MPSC_CLAIM_NONE);
+
+    /* the ring full: the producer holds nothing and keeps no note */
+    int n = 0;
+    while (nv_mpsc_reserve_noted(&q, 1, &p2, &live) == 0) {
+        nv_mpsc_rec_write(&q, p2, 0, &v, 1);
+        nv_mpsc_publish(&q, p2);
+        n++;
+    }
+    CHECK(n == RING && atomic_load(&live) == 0);
+    for (int i = 0; i < n; i++)
+        CHECK(nv_mpsc_pop_bytes(&q, out, sizeof out) == 1);
+    pop_empty(&q);
+    whole_ring(&q);
+}
+
 static void malformed(struct nv_shm_hdr *h)
 {
     struct nv_mpsc q = nv_shm_ring_view(h);
@@ -417,6 +498,7 @@ int main(void)
     full(h);
     malformed(h);
     stale_words(h);
+    dead_notes(h);
     threads(h);
     over_cap(h);
     free(h);

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define NV_SHM_MAGIC   0x314b4c424d564e4eull   /* "NNVMBLK1" */
-#define NV_SHM_VERSION 5
+#define NV_SHM_VERSION 6
 #define NV_SHM_NAME_MAX 64
 #define NV_CACHELINE 64
 
@@ -50,16 +50,17 @@ struct nv_shm_opslot {
     _Atomic uint64_t seq __attribute__((aligned(NV_CACHELINE)));
 };
 
-/* A producing thread's reservation in a peer's ring, kept in the
- * producer's own block from the moment its slots are reserved until they
- * are published. A producer that dies in between (killed while it copied
- * its message in) would leave the consumer waiting at that record for
- * good, and every other producer's records behind it: the consumer, told
- * of the death, finishes such a record as void (shm_msg.c). */
+/* A producing thread's note of its reservation in a peer's ring (the
+ * note word of util/mpsc_ring.h), kept in the producer's own block from
+ * before it tries to take slots until it has published them. A producer
+ * that dies in between (killed while it copied its message in) would
+ * leave the consumer waiting at that record for good, and every other
+ * producer's records behind it: the consumer, told of the death, finishes
+ * such a record as void (shm_msg.c). */
 struct nv_shm_pushrec {
-    _Atomic uint64_t pos __attribute__((aligned(NV_CACHELINE)));   /* first slot + 1; 0: none */
+    _Atomic uint64_t pos __attribute__((aligned(NV_CACHELINE)));   /* the note; 0: none */
     _Atomic uint32_t target;     /* the consumer's pid */
-    _Atomic uint32_t k;          /* the slots reserved */
+    _Atomic uint32_t k;          /* the slots it takes */
 };
 
 struct nv_shm_hdr {
@@ -91,9 +92,9 @@ struct nv_shm_hdr {
      * slots below it have been used. */
     _Atomic uint32_t op_high;
     struct nv_shm_opslot op[NV_SHM_OP_SLOTS + 1];
-    /* by the same thread slots (threads beyond NV_SHM_OP_SLOTS keep no
-     * record: their death mid-push is not recovered) */
-    struct nv_shm_pushrec push[NV_SHM_OP_SLOTS];
+    /* by the same thread slots; threads beyond NV_SHM_OP_SLOTS share the
+     * last one, one push at a time (shm_link.push_shared) */
+    struct nv_shm_pushrec push[NV_SHM_OP_SLOTS + 1];
 };
 
 static inline struct nv_shm_seg *nv_shm_segs(struct nv_shm_hdr *h)

@@ -118,7 +118,9 @@ netvm_status_t nv_shm_link_open(struct nv_link **out, int pfd, const struct nv_s
     s->uid = atomic_fetch_add(&next_uid, 1);
     s->asym = nv_membarrier_register() == 0;
     const char *die = getenv("NETVM_TEST_SHM_DIE_IN_PUSH");
-    atomic_store(&s->test_die_in_push, die ? strtol(die, NULL, 10) : 0);
+    char *rest = NULL;
+    atomic_store(&s->test_die_in_push, die ? strtol(die, &rest, 10) : 0);
+    s->test_die_at_swap = rest && strcmp(rest, ":swap") == 0;
     shm_ops.caps.am_eager = p->eager;
     s->base.ops = &shm_ops;
     s->base.up = *up;
@@ -128,6 +130,8 @@ netvm_status_t nv_shm_link_open(struct nv_link **out, int pfd, const struct nv_s
     atomic_flag_clear(&s->consuming);
     pthread_mutex_init(&s->peers_lock, NULL);
     pthread_mutex_init(&s->rndv_lock, NULL);
+    pthread_mutex_init(&s->push_shared, NULL);
+    pthread_mutex_init(&s->claims_lock, NULL);
     s->rxcap = SHM_REC_PREFIX + SHM_RNDV_DESC + NV_AM_HDR_MAX + p->eager + 64;
     s->rxbuf = malloc(s->rxcap);
 
@@ -457,7 +461,10 @@ static void shm_destroy(struct nv_link *l)
         close(s->doorbell);
     free(s->rndv);
     free(s->rxbuf);
+    free(s->claims);
     pthread_mutex_destroy(&s->peers_lock);
     pthread_mutex_destroy(&s->rndv_lock);
+    pthread_mutex_destroy(&s->push_shared);
+    pthread_mutex_destroy(&s->claims_lock);
     free(s);
 }

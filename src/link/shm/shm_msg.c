@@ -151,34 +151,145 @@ static size_t prefix(uint8_t *out, unsigned kind, uint32_t src);
 
 /* NETVM_TEST_SHM_DIE_IN_PUSH=N (tests only): the process kills itself
  * after reserving the slots of its Nth message and before publishing
- * them, the window struct nv_shm_pushrec covers (tests/connect). */
-static void test_die_in_push(struct shm_link *s)
+ * them, the window struct nv_shm_pushrec covers (tests/connect). With
+ * ":swap" after N its note first loses the mark that says it won the
+ * slots: what a kill right after the compare-swap leaves. */
+static void test_die_in_push(struct shm_link *s, struct nv_shm_pushrec *pr, uint64_t pos)
 {
-    if (s->test_die_in_push && atomic_fetch_sub(&s->test_die_in_push, 1) == 1)
-        raise(SIGKILL);
+    if (!s->test_die_in_push || atomic_fetch_sub(&s->test_die_in_push, 1) != 1)
+        return;
+    if (s->test_die_at_swap)
+        atomic_store(&pr->pos, pos + 1);
+    raise(SIGKILL);
+}
+
+/* Does a live producer's note name slot pos of our ring? (Every peer that
+ * can push to us is attached here; a peer list we cannot look at now
+ * counts as yes: the claim waits.) */
+static int live_names(void *arg, uint64_t pos)
+{
+    struct shm_link *s = arg;
+    if (pthread_mutex_trylock(&s->peers_lock) != 0)
+        return 1;
+    int named = 0;
+    for (struct shm_peer *pe = s->peers; pe && !named; pe = pe->next) {
+        if (atomic_load(&pe->dead) || !pe->hdr)
+            continue;
+        for (int i = 0; i <= NV_SHM_OP_SLOTS && !named; i++) {
+            struct nv_shm_pushrec *pr = &pe->hdr->push[i];
+            uint64_t note = atomic_load_explicit(&pr->pos, memory_order_acquire);
+            named = note && nv_mpsc_note_pos(note) == pos &&
+                    atomic_load_explicit(&pr->target, memory_order_relaxed) == (uint32_t)s->self->pid;
+        }
+    }
+    pthread_mutex_unlock(&s->peers_lock);
+    return named;
+}
+
+/* A record a dead producer took at pos, k slots, as it will never publish
+ * it: void, from that peer. */
+static int finish_void(struct shm_link *s, uint64_t pos, uint32_t k, int peer)
+{
+    struct nv_mpsc q = nv_shm_ring_view(s->self);
+    uint64_t head = atomic_load_explicit(q.head, memory_order_acquire);
+    if (!k || k > (q.mask + 1) / 2 || pos + k - head > q.mask + 1)
+        return 0;   /* no reservation a producer of ours makes */
+    uint8_t rec[SHM_REC_PREFIX];
+    prefix(rec, SHM_REC_VOID, (uint32_t)peer);
+    nv_mpsc_finish(&q, pos, k, rec, sizeof rec);
+    nv_info("shm link: peer %d died while it wrote a message to us; the message is dropped", peer);
+    return 1;
+}
+
+void shm_settle_claims(struct shm_link *s, unsigned spins)
+{
+    if (pthread_mutex_trylock(&s->claims_lock) != 0)
+        return;   /* another thread is at it */
+    struct nv_mpsc q = nv_shm_ring_view(s->self);
+    for (unsigned round = 0;; round++) {
+        int waiting = 0;
+        for (uint32_t i = 0; i < s->nclaims;) {
+            struct shm_claim c = s->claims[i];
+            enum nv_mpsc_claim r = nv_mpsc_claim_check(&q, c.pos, live_names, s);
+            if (r == NV_MPSC_CLAIM_LIVE) {
+                waiting = 1;
+                i++;
+                continue;
+            }
+            if (r == NV_MPSC_CLAIM_DEAD) {
+                /* two threads of one dead process may both name pos, one
+                 * having lost it to the other: the fewer slots is the safe
+                 * guess (too many would void the records after it) */
+                uint32_t k = c.k;
+                for (uint32_t j = 0; j < s->nclaims; j++)
+                    if (s->claims[j].pos == c.pos && s->claims[j].k != k) {
+                        nv_warn("shm link: dead producers' notes disagree on the record at %llu",
+                                (unsigned long long)c.pos);
+                        if (s->claims[j].k < k)
+                            k = s->claims[j].k;
+                    }
+                finish_void(s, c.pos, k, c.peer);
+            }
+            /* settled: drop every claim on pos */
+            uint32_t w = 0;
+            for (uint32_t j = 0; j < s->nclaims; j++)
+                if (s->claims[j].pos != c.pos)
+                    s->claims[w++] = s->claims[j];
+            s->nclaims = w;
+            i = 0;
+        }
+        if (!waiting || round >= spins)
+            break;
+        sched_yield();
+    }
+    atomic_store_explicit(&s->claims_pending, s->nclaims, memory_order_relaxed);
+    pthread_mutex_unlock(&s->claims_lock);
+}
+
+static void add_claim(struct shm_link *s, uint64_t pos, uint32_t k, int peer)
+{
+    pthread_mutex_lock(&s->claims_lock);
+    if (s->nclaims == s->capclaims) {
+        uint32_t n = s->capclaims ? s->capclaims * 2 : 16;
+        struct shm_claim *c = realloc(s->claims, n * sizeof *c);
+        if (!c) {
+            pthread_mutex_unlock(&s->claims_lock);
+            nv_error("shm link: out of memory keeping a dead peer's note: its message may hold up our ring");
+            return;
+        }
+        s->claims = c;
+        s->capclaims = n;
+    }
+    s->claims[s->nclaims++] = (struct shm_claim){ .pos = pos, .k = k, .peer = peer };
+    atomic_store_explicit(&s->claims_pending, s->nclaims, memory_order_relaxed);
+    pthread_mutex_unlock(&s->claims_lock);
 }
 
 void shm_finish_dead_pushes(struct shm_link *s, struct shm_peer *pe)
 {
     struct nv_mpsc q = nv_shm_ring_view(s->self);
     uint64_t head = atomic_load_explicit(q.head, memory_order_acquire);
-    for (int i = 0; i < NV_SHM_OP_SLOTS; i++) {
+    for (int i = 0; i <= NV_SHM_OP_SLOTS; i++) {
         struct nv_shm_pushrec *pr = &pe->hdr->push[i];
-        uint64_t at = atomic_load_explicit(&pr->pos, memory_order_acquire);
-        if (!at || atomic_load_explicit(&pr->target, memory_order_relaxed) != (uint32_t)s->self->pid)
+        uint64_t note = atomic_load_explicit(&pr->pos, memory_order_acquire);
+        if (!note || atomic_load_explicit(&pr->target, memory_order_relaxed) != (uint32_t)s->self->pid)
             continue;
-        uint64_t pos = at - 1;
+        uint64_t pos = nv_mpsc_note_pos(note);
         uint32_t k = atomic_load_explicit(&pr->k, memory_order_relaxed);
-        /* taken in already, or published (taken in as it is), or no
-         * reservation a producer of ours makes */
-        if (pos < head || atomic_load_explicit(nv_mpsc_seq(&q, pos), memory_order_acquire) == pos + 1 || !k ||
-            k > (q.mask + 1) / 2 || pos + k - head > q.mask + 1)
+        if (!(note & NV_MPSC_NOTE_WON)) {
+            add_claim(s, pos, k, pe->lp->id);   /* tried; won or lost? */
             continue;
-        uint8_t rec[SHM_REC_PREFIX];
-        prefix(rec, SHM_REC_VOID, (uint32_t)pe->lp->id);
-        nv_mpsc_finish(&q, pos, k, rec, sizeof rec);
-        nv_info("shm link: peer %d died while it wrote a message to us; the message is dropped", pe->lp->id);
+        }
+        /* taken in already, or published (taken in as it is) */
+        if (pos < head || atomic_load_explicit(nv_mpsc_seq(&q, pos), memory_order_acquire) == pos + 1)
+            continue;
+        finish_void(s, pos, k, pe->lp->id);
     }
+    /* a live producer naming a claimed slot is about to publish it or to
+     * note its next try: a moment's wait settles most claims now; the
+     * rest are looked at again when the ring is found empty */
+    if (atomic_load_explicit(&s->claims_pending, memory_order_relaxed))
+        shm_settle_claims(s, 1000);
 }
 
 /* Put a record (a, then b) into pe's ring. wait: the caller may wait for
@@ -190,27 +301,32 @@ static netvm_status_t push(struct shm_link *s, struct shm_peer *pe, const uint8_
 {
     struct nv_mpsc q = shm_peer_ring(pe);
     if (!atomic_load_explicit(&pe->nspill, memory_order_acquire)) {
-        /* the reservation is on record until published: its target and
-         * size before it is made, its place the instant after (a kill in
-         * between those two instants still wedges the consumer's ring) */
+        /* the reservation is noted until published (struct nv_shm_pushrec):
+         * its target and size before the slots are tried, the slot tried
+         * before each swap, the win the instant after */
         int ts = shm_thread_slot(s);
-        struct nv_shm_pushrec *pr = ts < NV_SHM_OP_SLOTS ? &s->self->push[ts] : NULL;
-        if (pr) {
-            atomic_store_explicit(&pr->target, (uint32_t)pe->pid, memory_order_relaxed);
-            atomic_store_explicit(&pr->k, (uint32_t)nv_mpsc_rec_slots(&q, alen + blen), memory_order_relaxed);
-        }
+        int shared = ts >= NV_SHM_OP_SLOTS;
+        struct nv_shm_pushrec *pr = &s->self->push[shared ? NV_SHM_OP_SLOTS : ts];
+        uint32_t k = (uint32_t)nv_mpsc_rec_slots(&q, alen + blen);
         for (unsigned spins = 0;; spins++) {
+            if (shared)
+                pthread_mutex_lock(&s->push_shared);
+            atomic_store_explicit(&pr->target, (uint32_t)pe->pid, memory_order_relaxed);
+            atomic_store_explicit(&pr->k, k, memory_order_relaxed);
             uint64_t pos;
-            int rc = nv_mpsc_reserve_noted(&q, alen + blen, &pos, pr ? &pr->pos : NULL);
+            int rc = nv_mpsc_reserve_noted(&q, alen + blen, &pos, &pr->pos);
             if (rc == 0) {
-                test_die_in_push(s);
+                test_die_in_push(s, pr, pos);
                 netvm_status_t st = fill_slots(&q, pos, a, alen, b, blen, guarded);
-                if (pr)
-                    atomic_store_explicit(&pr->pos, 0, memory_order_release);
+                atomic_store_explicit(&pr->pos, 0, memory_order_release);
+                if (shared)
+                    pthread_mutex_unlock(&s->push_shared);
                 if (st == NETVM_OK)
                     shm_ring_doorbell(pe);
                 return st;
             }
+            if (shared)
+                pthread_mutex_unlock(&s->push_shared);
             if (rc == -2)
                 return NETVM_ERR_INVAL;
             if (atomic_load(&pe->dead) || (spins % 1024 == 1023 && s->base.ops->peer_dead(&s->base, pe->lp)))
@@ -502,8 +618,12 @@ int shm_poll(struct nv_link *l, struct nv_lpeer *lp)
     (void)lp;   /* one ring holds every peer's messages */
     struct shm_link *s = shm_of(l);
     drain_all_spills(s);
-    if (!nv_shm_ring_nonempty(s->self))
+    if (!nv_shm_ring_nonempty(s->self)) {
+        /* a dead producer's record may be what holds the ring up */
+        if (__builtin_expect(atomic_load_explicit(&s->claims_pending, memory_order_relaxed) != 0, 0))
+            shm_settle_claims(s, 0);
         return 0;   /* the common case of a poll loop: no locked instruction */
+    }
     if (atomic_flag_test_and_set_explicit(&s->consuming, memory_order_acquire))
         return 0;
     return take_in(s);

@@ -17,6 +17,13 @@ struct shm_spill {
     uint8_t           data[];
 };
 
+/* A dead producer's unsettled note (shm_link.claims). */
+struct shm_claim {
+    uint64_t pos;
+    uint32_t k;
+    int32_t  peer;                 /* its id, for the log */
+};
+
 struct shm_peer {
     struct nv_link_ev ev;          /* epoll token: the peer's pidfd */
     struct nv_lpeer  *lp;
@@ -57,6 +64,15 @@ struct shm_link {
     int                asym;       /* membarrier registered: accesses fence with a compiler barrier */
     uint64_t           uid;        /* unique in the process (a thread's cached op slot names it) */
     _Atomic long       test_die_in_push;  /* NETVM_TEST_SHM_DIE_IN_PUSH (shm_msg.c); 0: off */
+    int                test_die_at_swap;  /* ... ":swap": as if killed right after the swap */
+    pthread_mutex_t    push_shared;   /* threads beyond NV_SHM_OP_SLOTS: their one push note */
+    /* Notes of dead producers that name a slot of our ring without saying
+     * they won it (util/mpsc_ring.h, nv_mpsc_claim_check): kept until it is
+     * clear whether the slot needs finishing */
+    pthread_mutex_t    claims_lock;
+    struct shm_claim  *claims;
+    uint32_t           nclaims, capclaims;
+    _Atomic uint32_t   claims_pending;
     struct nv_link_ev  doorbell_ev;   /* epoll token: our doorbell */
     pthread_mutex_t    peers_lock;
     struct shm_peer   *peers;      /* attached peers (revocation fences look at each) */
@@ -112,8 +128,13 @@ void           shm_poll_all(struct nv_link *l);
 void           shm_ring_doorbell(struct shm_peer *pe);
 void           shm_rndv_fail_peer(struct shm_link *s, struct shm_peer *pe);
 /* A peer died: finish as void the records it had reserved in our ring and
- * not published (struct nv_shm_pushrec). */
+ * not published (struct nv_shm_pushrec); a note that does not say whether
+ * it won its slot waits in shm_link.claims until shm_settle_claims can
+ * tell. */
 void           shm_finish_dead_pushes(struct shm_link *s, struct shm_peer *pe);
+/* Decide the waiting claims that can be decided now; tries for at most
+ * spins yields while a live producer's note names a claimed slot. */
+void           shm_settle_claims(struct shm_link *s, unsigned spins);
 /* The calling thread's slot among the process's per-thread words of the
  * shm block (the revocation fence's, the push records'); NV_SHM_OP_SLOTS
  * for threads beyond them. */
