@@ -335,8 +335,8 @@ int main(int argc, char **argv)
                 olds_of[t].v[q][k] = malloc(sizeof(uint64_t) * 4 * (size_t)ITERS);
                 CHECK(olds_of[t].v[q][k]);
             }
-    pthread_t th[64];
-    CHECK(T <= 64);
+    pthread_t th[128];
+    CHECK(T <= 128);
     double t0 = now_s();
     for (int t = 0; t < T; t++)
         CHECK(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t) == 0);
