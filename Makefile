@@ -71,9 +71,11 @@ SAN_TWINS := mp_rma_sizes_4_tcp|mp_rma_sizes_cma_2|mp_atomics_4_tcp|mp_many_segm
 # stage sees elsewhere (measured: the ASan stage's 627 s of test time had
 # 97 s in gmem_run_glibc; the TSan stage's 1431 s had about 220 s in
 # these). ASan: gmem run over glibc's malloc (jemalloc and tcmalloc under
-# gmem run stay; the interposer is not instrumented anyway) and the Python
+# gmem run stay; the interposer is not instrumented anyway), the Python
 # binding's test (ctypes over the same calls the C tests make; the
-# interpreter is not instrumented). TSan: the fault-injection path sweeps on tcp (single-threaded error paths; their
+# interpreter is not instrumented), and as in the TSan stage
+# gshared_scan, gshared_budget, connect_churn_tcp and two of the four
+# fault loads on tcp. TSan: the fault-injection path sweeps on tcp (single-threaded error paths; their
 # cma and shm runs stay) and two of the three fault loads on tcp (one load
 # stays: faults under concurrent traffic), the operation suite under Firehose (reg_fh_threads_2 is
 # the strategy's threaded test), rma_sizes' no-progress-thread and
@@ -90,8 +92,11 @@ SAN_TWINS := mp_rma_sizes_4_tcp|mp_rma_sizes_cma_2|mp_atomics_4_tcp|mp_many_segm
 # stay), and the launcher's tests: the launcher and the boot layer run on
 # one thread (ASan and the release stage run them). Measured 2026-11-29 on
 # an idle 2-core machine: the whole suite took 1615 s, CI 1622 s, over its
-# 25 minutes; these, and FUZZ_SECONDS from 10 to 5, take out about 250 s.
-ASAN_SLOW := gmem_run_glibc|python
+# 25 minutes; with the TSan stage's cuts above, ASan's Python and corpus
+# replays, and FUZZ_SECONDS from 10 to 5, 1423 s (TSan 577 -> 429 s of
+# wall time, fuzzing 68 -> 38); the rest of ASan's list and connect_churn's
+# count scaled in sanitizer builds (tests/connect) come after that run.
+ASAN_SLOW := gmem_run_glibc|python|gshared_(scan|budget)|connect_churn_tcp|fault_load_tcp_(prot|ro)_3
 TSAN_SLOW := fault_paths_tcp_.*|fault_load_tcp_(prot|ro)_3|reg_firehose_mp_.*|mp_rma_sizes_noprogress_3|mp_rma_sizes_single|tool_bench_quick|unit_itree|example_(hello|oneway|dqueue|rpc|channel|mailbox|locks|gmem).*|gshared_(scan|budget)|gstore_direct|connect_churn_tcp|rpc_delegate_(4|3_tcp)|am_sizes_eager100_2|am_token_reuse_2_tcp|evt_.*_cma_.*|chan_.*_cma|launcher_.*
 # a job of the suite that outlives its launcher's --timeout shows where its
 # ranks are before it is ended (docs/launcher.md, --stack-traces), and
