@@ -67,35 +67,39 @@ demo: build
 # passed under ASan when the link was written: `ctest -L ofi` in an ASan
 # build runs them; TSan cannot see into libfabric, see build-tsan).
 SAN_TWINS := mp_rma_sizes_4_tcp|mp_rma_sizes_cma_2|mp_atomics_4_tcp|mp_many_segments_2_tcp|fault_load_cma_.*|example_demo_tcp_3|.*_ofi_shm.*|reg_(pin-all|rendezvous|rendezvous-keep)_mp_.*|test_watch
+# (test_watch, also in SAN_TWINS, tests the watcher script, no library code.)
 # Each sanitizer stage also leaves out its own slowest runs whose code the
 # stage sees elsewhere (measured: the ASan stage's 627 s of test time had
 # 97 s in gmem_run_glibc; the TSan stage's 1431 s had about 220 s in
-# these). ASan: gmem run over glibc's malloc (jemalloc and tcmalloc under
-# gmem run stay; the interposer is not instrumented anyway), the Python
-# binding's test (ctypes over the same calls the C tests make; the
-# interpreter is not instrumented), and as in the TSan stage
-# gshared_scan, gshared_budget, connect_churn_tcp and two of the four
-# fault loads on tcp. TSan: the fault-injection path sweeps on tcp (single-threaded error paths; their
-# cma and shm runs stay) and two of the three fault loads on tcp (one load
-# stays: faults under concurrent traffic), the operation suite under Firehose (reg_fh_threads_2 is
-# the strategy's threaded test), rma_sizes' no-progress-thread and
-# single-process variants, the benchmark's smoke run and the interval-tree
-# unit test (one thread); the examples but the demo (the same threads as
-# the tests of each part: mp_*, evt_*, am_*, rpc_*, sync_*, chan_*, gmem_*), gshared_scan and
-# gshared_budget (gshared_rounds stays), gstore_direct (gstore_direct_off
-# and the other gstore cases stay), connect_churn_tcp (its shm run stays:
-# the same handshakes), two of the four delegated-call runs (3 on shm and
-# 4 on tcp stay), am_sizes with a 100-byte eager limit (am_sizes_2 and
-# its tcp run stay), am_token_reuse_2_tcp (its shm run stays), the
-# events' and channels' process_vm twins (the same threads as their
-# mapped runs; the fault paths' and the threads suite's process_vm runs
-# stay), and the launcher's tests: the launcher and the boot layer run on
-# one thread (ASan and the release stage run them). Measured 2026-11-29 on
-# an idle 2-core machine: the whole suite took 1615 s, CI 1622 s, over its
-# 25 minutes; with the TSan stage's cuts above, ASan's Python and corpus
-# replays, and FUZZ_SECONDS from 10 to 5, 1423 s (TSan 577 -> 429 s of
-# wall time, fuzzing 68 -> 38); the rest of ASan's list and connect_churn's
-# count scaled in sanitizer builds (tests/connect) come after that run.
+# these).
+# ASan: gmem run over glibc's malloc (jemalloc and tcmalloc under gmem run
+# stay; the interposer is not instrumented anyway); the Python binding's
+# test (ctypes over the same calls the C tests make; the interpreter is not
+# instrumented); and, as in the TSan stage, gshared_scan, gshared_budget,
+# connect_churn_tcp and two of the four fault loads on tcp.
+# TSan: the fault-injection path sweeps on tcp (single-threaded error
+# paths; their cma and shm runs stay) and two of the three fault loads on
+# tcp (one load stays: faults under concurrent traffic); the operation
+# suite under Firehose (reg_fh_threads_2 is the strategy's threaded test);
+# rma_sizes' no-progress-thread and single-process variants, the
+# benchmark's smoke run and the interval-tree unit test (one thread); the
+# examples but the demo (the same threads as the tests of each part: mp_*,
+# evt_*, am_*, rpc_*, sync_*, chan_*, gmem_*); gshared_scan and
+# gshared_budget (gshared_rounds stays); gstore_direct (gstore_direct_off
+# and the other gstore cases stay); connect_churn_tcp (its shm run stays:
+# the same handshakes); two of the four delegated-call runs (3 on shm and 4
+# on tcp stay); am_sizes with a 100-byte eager limit (am_sizes_2 and its
+# tcp run stay); am_token_reuse_2_tcp (its shm run stays); the events' and
+# channels' process_vm twins (the same threads as their mapped runs; the
+# fault paths' and the threads suite's process_vm runs stay); and the
+# launcher's tests (the launcher and the boot layer run on one thread; ASan
+# and the release stage run them).
+# CI's time, measured 2026-11-29 on an idle 2-core machine: the whole suite
+# took 1615 s (CI 1622 s), over its 25 minutes; with the TSan stage's cuts,
+# ASan's Python test and corpus replays, and FUZZ_SECONDS from 10 to 5,
+# 1423 s (TSan 577 -> 429 s of wall time, fuzzing 68 -> 38); the rest of
+# ASan's list and connect_churn's count scaled in sanitizer builds
+# (tests/connect) came after that run.
 ASAN_SLOW := gmem_run_glibc|python|gshared_(scan|budget)|connect_churn_tcp|fault_load_tcp_(prot|ro)_3
 TSAN_SLOW := fault_paths_tcp_.*|fault_load_tcp_(prot|ro)_3|reg_firehose_mp_.*|mp_rma_sizes_noprogress_3|mp_rma_sizes_single|tool_bench_quick|unit_itree|example_(hello|oneway|dqueue|rpc|channel|mailbox|locks|gmem).*|gshared_(scan|budget)|gstore_direct|connect_churn_tcp|rpc_delegate_(4|3_tcp)|am_sizes_eager100_2|am_token_reuse_2_tcp|evt_.*_cma_.*|chan_.*_cma|launcher_.*
 # a job of the suite that outlives its launcher's --timeout shows where its
