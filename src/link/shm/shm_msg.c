@@ -74,6 +74,9 @@ static int spill(struct shm_link *s, struct shm_peer *pe, const uint8_t *a, size
     return 0;
 }
 
+static int try_push(struct shm_link *s, struct shm_peer *pe, const struct nv_mpsc *q, const uint8_t *a,
+                    size_t alen, const void *b, size_t blen, int guarded, netvm_status_t *st);
+
 /* Move what a peer's spill list holds into its ring, in order. */
 static void drain_spill(struct shm_link *s, struct shm_peer *pe)
 {
@@ -82,7 +85,8 @@ static void drain_spill(struct shm_link *s, struct shm_peer *pe)
     int moved = 0;
     while (pe->spill_head && !atomic_load(&pe->dead)) {
         struct shm_spill *sp = pe->spill_head;
-        if (nv_mpsc_push_bytes(&q, sp->data, sp->len, NULL, 0) != 0)
+        netvm_status_t st;
+        if (try_push(s, pe, &q, sp->data, sp->len, NULL, 0, 0, &st) != 0)
             break;
         pe->spill_head = sp->next;
         if (!pe->spill_head)
@@ -161,6 +165,34 @@ static void test_die_in_push(struct shm_link *s, struct nv_shm_pushrec *pr, uint
     if (s->test_die_at_swap)
         atomic_store(&pr->pos, pos + 1);
     raise(SIGKILL);
+}
+
+/* One try at putting a record (a, then b) into pe's ring, noted until it
+ * is published (struct nv_shm_pushrec): its target and size before the
+ * slots are tried, the slot tried before each swap, the win the instant
+ * after. Every push into a peer's ring goes through here: a receiver
+ * judging a dead sender's note asks every live sender's (live_names).
+ * 0 (published; *st: fill_slots' status), -1 full, -2 it never fits. */
+static int try_push(struct shm_link *s, struct shm_peer *pe, const struct nv_mpsc *q, const uint8_t *a,
+                    size_t alen, const void *b, size_t blen, int guarded, netvm_status_t *st)
+{
+    int ts = shm_thread_slot(s);
+    int shared = ts >= NV_SHM_OP_SLOTS;
+    struct nv_shm_pushrec *pr = &s->self->push[shared ? NV_SHM_OP_SLOTS : ts];
+    if (shared)
+        pthread_mutex_lock(&s->push_shared);
+    atomic_store_explicit(&pr->target, (uint32_t)pe->pid, memory_order_relaxed);
+    atomic_store_explicit(&pr->k, (uint32_t)nv_mpsc_rec_slots(q, alen + blen), memory_order_relaxed);
+    uint64_t pos;
+    int rc = nv_mpsc_reserve_noted(q, alen + blen, &pos, &pr->pos);
+    if (rc == 0) {
+        test_die_in_push(s, pr, pos);
+        *st = fill_slots(q, pos, a, alen, b, blen, guarded);
+        atomic_store_explicit(&pr->pos, 0, memory_order_release);
+    }
+    if (shared)
+        pthread_mutex_unlock(&s->push_shared);
+    return rc;
 }
 
 /* Does a live producer's note name slot pos of our ring? (Every peer that
@@ -301,32 +333,14 @@ static netvm_status_t push(struct shm_link *s, struct shm_peer *pe, const uint8_
 {
     struct nv_mpsc q = shm_peer_ring(pe);
     if (!atomic_load_explicit(&pe->nspill, memory_order_acquire)) {
-        /* the reservation is noted until published (struct nv_shm_pushrec):
-         * its target and size before the slots are tried, the slot tried
-         * before each swap, the win the instant after */
-        int ts = shm_thread_slot(s);
-        int shared = ts >= NV_SHM_OP_SLOTS;
-        struct nv_shm_pushrec *pr = &s->self->push[shared ? NV_SHM_OP_SLOTS : ts];
-        uint32_t k = (uint32_t)nv_mpsc_rec_slots(&q, alen + blen);
         for (unsigned spins = 0;; spins++) {
-            if (shared)
-                pthread_mutex_lock(&s->push_shared);
-            atomic_store_explicit(&pr->target, (uint32_t)pe->pid, memory_order_relaxed);
-            atomic_store_explicit(&pr->k, k, memory_order_relaxed);
-            uint64_t pos;
-            int rc = nv_mpsc_reserve_noted(&q, alen + blen, &pos, &pr->pos);
+            netvm_status_t st;
+            int rc = try_push(s, pe, &q, a, alen, b, blen, guarded, &st);
             if (rc == 0) {
-                test_die_in_push(s, pr, pos);
-                netvm_status_t st = fill_slots(&q, pos, a, alen, b, blen, guarded);
-                atomic_store_explicit(&pr->pos, 0, memory_order_release);
-                if (shared)
-                    pthread_mutex_unlock(&s->push_shared);
                 if (st == NETVM_OK)
                     shm_ring_doorbell(pe);
                 return st;
             }
-            if (shared)
-                pthread_mutex_unlock(&s->push_shared);
             if (rc == -2)
                 return NETVM_ERR_INVAL;
             if (atomic_load(&pe->dead) || (spins % 1024 == 1023 && s->base.ops->peer_dead(&s->base, pe->lp)))
