@@ -220,17 +220,16 @@ static int live_names(void *arg, uint64_t pos)
 
 /* A record a dead producer took at pos, k slots, as it will never publish
  * it: void, from that peer. */
-static int finish_void(struct shm_link *s, uint64_t pos, uint32_t k, int peer)
+static void finish_void(struct shm_link *s, uint64_t pos, uint32_t k, int peer)
 {
     struct nv_mpsc q = nv_shm_ring_view(s->self);
     uint64_t head = atomic_load_explicit(q.head, memory_order_acquire);
     if (!k || k > (q.mask + 1) / 2 || pos + k - head > q.mask + 1)
-        return 0;   /* no reservation a producer of ours makes */
+        return;   /* no reservation a producer of ours makes */
     uint8_t rec[SHM_REC_PREFIX];
     prefix(rec, SHM_REC_VOID, (uint32_t)peer);
     nv_mpsc_finish(&q, pos, k, rec, sizeof rec);
     nv_info("shm link: peer %d died while it wrote a message to us; the message is dropped", peer);
-    return 1;
 }
 
 void shm_settle_claims(struct shm_link *s, unsigned spins)
