@@ -36,6 +36,7 @@ struct netvm_seg {
     unsigned     rights;
     int          memfd;       /* netvm_alloc_shared: the backing memfd, else -1 */
     size_t       map_len;     /* netvm_alloc_shared: our mapping's length */
+    int          keep_map;    /* nv_alloc_shared_kept: the mapping outlives the export */
     void        *mr[NV_MAX_LINKS];   /* each link's registration (NV_LCAP_REGISTER), by link index */
     int          name_set;
     char         name[64];

@@ -2,6 +2,7 @@
  * memfd-backed memory peers map directly. */
 #define _GNU_SOURCE
 #include "core/internal.h"
+#include "core/svc.h"
 #include "util/log.h"
 #include "util/random.h"
 
@@ -235,8 +236,8 @@ netvm_status_t netvm_export(netvm_ctx_t *ctx, void *addr, size_t len, unsigned r
     return publish(ctx, addr, len, rights, name, -1, 0, seg);
 }
 
-netvm_status_t netvm_alloc_shared(netvm_ctx_t *ctx, size_t len, unsigned rights,
-                                  const char *name, void **addr, netvm_seg_t **seg)
+static netvm_status_t alloc_shared(netvm_ctx_t *ctx, size_t len, unsigned rights, const char *name, int keep_map,
+                                   void **addr, size_t *map_len_out, netvm_seg_t **seg)
 {
     if (!ctx || !addr || len == 0)
         return NETVM_ERR_INVAL;
@@ -260,8 +261,23 @@ netvm_status_t netvm_alloc_shared(netvm_ctx_t *ctx, size_t len, unsigned rights,
         close(fd);
         return st;
     }
+    (*seg)->keep_map = keep_map;
     *addr = p;
+    if (map_len_out)
+        *map_len_out = map_len;
     return NETVM_OK;
+}
+
+netvm_status_t netvm_alloc_shared(netvm_ctx_t *ctx, size_t len, unsigned rights,
+                                  const char *name, void **addr, netvm_seg_t **seg)
+{
+    return alloc_shared(ctx, len, rights, name, 0, addr, NULL, seg);
+}
+
+netvm_status_t nv_alloc_shared_kept(netvm_ctx_t *ctx, size_t len, unsigned rights, const char *name,
+                                    void **addr, size_t *map_len, netvm_seg_t **seg)
+{
+    return alloc_shared(ctx, len, rights, name, 1, addr, map_len, seg);
 }
 
 netvm_status_t netvm_unexport(netvm_seg_t *s)
@@ -281,7 +297,8 @@ netvm_status_t netvm_unexport(netvm_seg_t *s)
     withdraw(ctx, s, n);
     nv_regc_unexport(ctx, s->addr, s->len);   /* no access is under way any more */
     if (s->memfd >= 0) {
-        munmap(s->addr, s->map_len);
+        if (!s->keep_map)
+            munmap(s->addr, s->map_len);
         close(s->memfd);
     }
     free(s);

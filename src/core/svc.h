@@ -51,6 +51,14 @@ netvm_status_t nv_svc_put_quiet(netvm_ctx_t *ctx, netvm_rseg_t *dst, size_t off,
 netvm_status_t nv_svc_atomic_lazy(netvm_ctx_t *ctx, netvm_rseg_t *rseg, size_t off, netvm_atomic_op_t op,
                                   uint64_t operand, uint64_t compare, uint64_t *result, netvm_req_t **req);
 
+/* netvm_alloc_shared whose mapping outlives the export: netvm_finalize
+ * unexports every segment before the progress engine stops, and a
+ * service whose handlers store into the memory (wait nodes) unmaps it
+ * itself (munmap(*addr, *map_len)) in its state's destroy, when no
+ * handler runs any more. */
+netvm_status_t nv_alloc_shared_kept(netvm_ctx_t *ctx, size_t len, unsigned rights, const char *name,
+                                    void **addr, size_t *map_len, netvm_seg_t **seg);
+
 /* The state of service slot (< NV_SVC_NSTATE): made by create(ctx) on the
  * first call (once, under a lock; NULL if create failed), freed by
  * destroy(ctx, state) at netvm_finalize once the progress engine has

@@ -10,6 +10,13 @@
  * compare-swap rides with the next acquire's request, so a turn is about
  * one sendmsg of rank 0's, not two (the kernel's sys_enter_sendmsg
  * tracepoint; skipped, said so, where it cannot be opened).
+ * Where the ranks map each other's wait nodes (shm), a queued acquire
+ * links itself and is woken by stores into the nodes: no message at all.
+ * SYNC_TEST_HOME_UNMAPPED=1: the home exports nothing mappable
+ * (NETVM_SHM_MAPPED=0 in its environment alone): the others enqueue
+ * through the home, which links them by message, and release without
+ * waiting for its compare-swap, while they wake each other by stores
+ * into their mapped nodes.
  * Args: ITERS ROUNDS [SOLO]. */
 #include "sync_test.h"
 #include "syscount.h"
@@ -22,6 +29,9 @@ int main(int argc, char **argv)
     int solo = argc > 3 ? atoi(argv[3]) : 0;
     const char *links = getenv("NETVM_LINKS");
     int counter = links && !strcmp(links, "tcp") ? syscount_open("sendmsg") : -1;
+    const char *er = getenv("NETVM_RANK"), *es = getenv("NETVM_SIZE");
+    if (getenv("SYNC_TEST_HOME_UNMAPPED") && er && es && atoi(er) == atoi(es) - 1)
+        setenv("NETVM_SHM_MAPPED", "0", 1);
     netvm_ctx_t *ctx;
     CHECK_OK(netvm_init(&ctx, NULL));
     int me = check_rank = netvm_rank(ctx), n = netvm_size(ctx);
@@ -106,6 +116,9 @@ int main(int argc, char **argv)
     }
     if (n == 2 && me == 0 && sent > QROUNDS * 3 / 2)
         FAILF("%llu messages sent by %d queued acquires", (unsigned long long)sent, QROUNDS);
+    if (n == 2 && me == 0 && netvm_rseg_is_mapped(obj) && sent > QROUNDS / 4)
+        FAILF("%llu messages sent by %d queued acquires where the nodes are mapped", (unsigned long long)sent,
+              QROUNDS);
     CHECK_OK(netvm_release(obj));
     CHECK_OK(netvm_barrier(ctx));
     if (me == 0 && solo) {

@@ -111,9 +111,10 @@ static netvm_status_t release_async(struct nv_sync_handle *h, struct nv_sync_nod
                                     uint64_t *next)
 {
     uint64_t seen = 0;
+    struct nv_sync_shnode *sh = &h->st->sh[n - h->st->nodes];
     atomic_store(&n->rel, 0);
     n->rel_ref = ref;
-    if (!atomic_compare_exchange_strong(&n->next, &seen, NV_SYNC_RELEASING)) {
+    if (!atomic_compare_exchange_strong(&sh->next, &seen, NV_SYNC_RELEASING)) {
         *next = seen;
         return NETVM_ERR_AGAIN;
     }
@@ -139,8 +140,9 @@ netvm_status_t nv_sync_mcs_release(struct nv_sync_handle *h)
         return NETVM_ERR_STATE;
     unsigned slot = held - 1;
     struct nv_sync_node *n = &h->st->nodes[slot];
-    uint64_t ref = nv_sync_ref(h->st->me, slot, atomic_load(&n->ticket));
-    uint64_t next = atomic_load(&n->next), old;
+    struct nv_sync_shnode *sh = &h->st->sh[slot];
+    uint64_t ref = nv_sync_ref(h->st->me, slot, atomic_load(&sh->ticket));
+    uint64_t next = atomic_load(&sh->next), old;
     netvm_status_t s = NETVM_OK;
     if (!next && !netvm_rseg_is_mapped(h->rseg)) {
         s = release_async(h, n, ref, &next);

@@ -25,53 +25,63 @@ int nv_sync_check_ms(void)
     return v;
 }
 
-/* --- local effects of wake and link --------------------------------------- */
+/* --- the effects of wake and link on a node -------------------------------- */
 
+/* Process-shared (no FUTEX_PRIVATE_FLAG): a waker on this machine that
+ * stored into the node through its own mapping wakes the sleeper too. */
 static void futex_wake_all(_Atomic uint32_t *w)
 {
-    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
-/* The node's futex word: a count in the low 31 bits, bumped at every wake
- * or link, and NV_SYNC_SLEEPING while a thread sleeps (or is about to) on
- * it, so a wake costs a system call only when somebody sleeps. */
-#define NV_SYNC_SLEEPING 0x80000000u
-
-static void bump(struct nv_sync_node *n)
+/* Bump the node's futex word, waking a thread asleep on it; *want_msg:
+ * its waiter sleeps in core's loop and wants the message too. */
+static void bump(struct nv_sync_shnode *n, int *want_msg)
 {
+    /* NV_SYNC_WANT_MSG stays: it is the waiter's to clear (a link behind
+     * a waiter bumps its node while it still waits for its wake) */
     uint32_t old = atomic_load(&n->seq);
-    while (!atomic_compare_exchange_weak(&n->seq, &old, (old + 1) & ~NV_SYNC_SLEEPING))
+    while (!atomic_compare_exchange_weak(&n->seq, &old, ((old + 1) & NV_SYNC_SEQ_COUNT) | (old & NV_SYNC_WANT_MSG)))
         ;
     if (old & NV_SYNC_SLEEPING)
         futex_wake_all(&n->seq);
+    if (want_msg)
+        *want_msg = (old & NV_SYNC_WANT_MSG) != 0;
+}
+
+int nv_sync_wake_node(struct nv_sync_shnode *n, uint32_t ticket, netvm_status_t status, int *want_msg)
+{
+    uint64_t want = ticket;   /* only the wait this ticket names, and only once */
+    if (!atomic_compare_exchange_strong(&n->wake, &want, (uint64_t)ticket | ((uint64_t)status + 1) << 32))
+        return 0;
+    bump(n, want_msg);
+    return 1;
+}
+
+int nv_sync_link_node(struct nv_sync_shnode *n, uint32_t ticket, uint64_t succ, int *want_msg)
+{
+    /* a link always reaches a live use: the predecessor waits for it
+     * before it frees the node (nv_sync_mcs_release) */
+    if (succ == 0 || atomic_load(&n->ticket) != ticket)
+        return 0;
+    uint64_t seen = 0;
+    if (atomic_compare_exchange_strong(&n->next, &seen, succ)) {
+        bump(n, want_msg);
+        return 1;
+    }
+    return seen == NV_SYNC_RELEASING ? -1 : 0;
 }
 
 static void apply_wake(struct nv_sync_state *st, unsigned slot, uint32_t ticket, netvm_status_t status)
 {
-    if (slot >= NV_SYNC_NODES)
-        return;
-    struct nv_sync_node *n = &st->nodes[slot];
-    uint64_t want = ticket;   /* only the wait this ticket names, and only once */
-    if (atomic_compare_exchange_strong(&n->wake, &want, (uint64_t)ticket | ((uint64_t)status + 1) << 32))
-        bump(n);
+    if (slot < NV_SYNC_NODES)
+        nv_sync_wake_node(&st->sh[slot], ticket, status, NULL);
 }
 
 /* 0, or -1: try again later (no credit for the wake, inside a handler) */
 static int apply_link(struct nv_sync_state *st, unsigned slot, uint32_t ticket, uint64_t succ)
 {
-    if (slot >= NV_SYNC_NODES || succ == 0)
-        return 0;
-    struct nv_sync_node *n = &st->nodes[slot];
-    /* a link always reaches a live use: the predecessor waits for it
-     * before it frees the node (nv_sync_mcs_release) */
-    if (atomic_load(&n->ticket) != ticket)
-        return 0;
-    uint64_t seen = 0;
-    if (atomic_compare_exchange_strong(&n->next, &seen, succ)) {
-        bump(n);
-        return 0;
-    }
-    if (seen != NV_SYNC_RELEASING)
+    if (slot >= NV_SYNC_NODES || nv_sync_link_node(&st->sh[slot], ticket, succ, NULL) >= 0)
         return 0;
     /* the holder released without waiting for its compare-swap at the
      * home, which this successor's swap made fail: the lock is handed over
@@ -80,7 +90,7 @@ static int apply_link(struct nv_sync_state *st, unsigned slot, uint32_t ticket, 
     netvm_status_t s = nv_sync_send_wake(st, succ, NETVM_OK);
     if (s == NETVM_ERR_AGAIN)
         return -1;
-    nv_sync_rel_end(st, n, NV_SYNC_REL_LINK);
+    nv_sync_rel_end(st, &st->nodes[slot], NV_SYNC_REL_LINK);
     return 0;
 }
 
@@ -211,6 +221,13 @@ static void live_remove(struct nv_sync_state *st)
     pthread_mutex_unlock(&live_lock);
 }
 
+/* finalize begins: stop using the peers' nodes before its imports go */
+static void quiesce(netvm_ctx_t *ctx, void *state)
+{
+    (void)ctx;
+    nv_sync_direct_off(state);
+}
+
 static void *state_create(netvm_ctx_t *ctx)
 {
     struct nv_sync_state *st = calloc(1, sizeof *st);
@@ -221,6 +238,14 @@ static void *state_create(netvm_ctx_t *ctx)
     st->me = netvm_rank(ctx);
     st->uid = atomic_fetch_add(&uids, 1) + 1;
     pthread_mutex_init(&st->lock, NULL);
+    pthread_mutex_init(&st->direct_lock, NULL);
+    nv_sync_nodes_make(st);
+    if (!st->sh) {
+        pthread_mutex_destroy(&st->direct_lock);
+        pthread_mutex_destroy(&st->lock);
+        free(st);
+        return NULL;
+    }
     pthread_mutex_lock(&live_lock);
     st->live_next = live;
     live = st;
@@ -229,6 +254,10 @@ static void *state_create(netvm_ctx_t *ctx)
         nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_LINK, on_link, st) != NETVM_OK ||
         nv_svc_register(ctx, NV_SVC_SYNC + NV_SYNC_AM_HOME, on_home, st) != NETVM_OK) {
         live_remove(st);
+        if (st->sh_seg)
+            netvm_unexport(st->sh_seg);   /* (later, netvm_finalize does) */
+        nv_sync_nodes_free(st);
+        pthread_mutex_destroy(&st->direct_lock);
         pthread_mutex_destroy(&st->lock);
         free(st);
         return NULL;
@@ -250,13 +279,22 @@ static void state_destroy(netvm_ctx_t *ctx, void *p)
         free(st->pending);
         st->pending = n;
     }
+    nv_sync_nodes_free(st);
+    pthread_mutex_destroy(&st->direct_lock);
     pthread_mutex_destroy(&st->lock);
     free(st);
 }
 
 struct nv_sync_state *nv_sync_state(netvm_ctx_t *ctx)
 {
-    return nv_svc_state(ctx, NV_SVC_STATE_SYNC, state_create, state_destroy);
+    struct nv_sync_state *st = nv_svc_state(ctx, NV_SVC_STATE_SYNC, state_create, state_destroy);
+    /* here, not in state_create: nv_svc_state runs create under the lock
+     * this takes */
+    if (st && !atomic_load_explicit(&st->quiesce_set, memory_order_acquire)) {
+        nv_svc_on_finalize(ctx, NV_SVC_STATE_SYNC, quiesce);
+        atomic_store_explicit(&st->quiesce_set, 1, memory_order_release);
+    }
+    return st;
 }
 
 /* --- nodes ------------------------------------------------------------------ */
@@ -296,8 +334,8 @@ netvm_status_t nv_sync_node_get(struct nv_sync_state *st, unsigned *slot, uint64
 
 uint64_t nv_sync_node_renew(struct nv_sync_state *st, unsigned slot)
 {
-    struct nv_sync_node *n = &st->nodes[slot];
-    uint32_t t = fresh_ticket(n);
+    struct nv_sync_shnode *n = &st->sh[slot];
+    uint32_t t = fresh_ticket(&st->nodes[slot]);
     /* release stores: the ref is published by a remote swap or a message,
      * both full barriers, and the handler that reads these words reads
      * them with acquire after seeing the ref (a locked store each would
@@ -310,8 +348,8 @@ uint64_t nv_sync_node_renew(struct nv_sync_state *st, unsigned slot)
 
 void nv_sync_node_put(struct nv_sync_state *st, unsigned slot)
 {
-    atomic_store_explicit(&st->nodes[slot].ticket, 0, memory_order_release);
-    atomic_store_explicit(&st->nodes[slot].wake, 0, memory_order_release);
+    atomic_store_explicit(&st->sh[slot].ticket, 0, memory_order_release);
+    atomic_store_explicit(&st->sh[slot].wake, 0, memory_order_release);
     if (!spare.uid && spare_keyable()) {
         spare.uid = st->uid;
         spare.slot = slot;
@@ -339,7 +377,7 @@ netvm_status_t nv_sync_watch_home(struct nv_sync_handle *h, void *arg)
 }
 
 struct sleeper {
-    struct nv_sync_node *n;
+    struct nv_sync_shnode *n;
     uint64_t *next;
 };
 
@@ -373,7 +411,7 @@ netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *
                              nv_sync_watch_fn watch, void *arg)
 {
     struct nv_sync_state *st = h->st;
-    struct sleeper w = { &st->nodes[slot], next };
+    struct sleeper w = { &st->sh[slot], next };
     /* one spin of core's loop for NETVM_SPIN_US: it counts as a poller of
      * the shm rings throughout, so the waker's message rings no doorbell
      * (a loop of short waits left the rings between looks, and every wake
@@ -394,19 +432,27 @@ netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *
             if (woken(&w))
                 break;
             struct timespec ts = { check / 1000, (long)(check % 1000) * 1000000L };
-            syscall(SYS_futex, (uint32_t *)&w.n->seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+            syscall(SYS_futex, (uint32_t *)&w.n->seq, FUTEX_WAIT, seq, &ts, NULL, 0);
             if (atomic_load(&w.n->seq) != seq)
                 continue;
         } else {
+            /* a waker on this machine may store the wake without a
+             * message, which would not end this sleep: ask for both */
+            atomic_fetch_or(&w.n->seq, NV_SYNC_WANT_MSG);
+            if (woken(&w))
+                break;
             s = nv_progress_wait(st->ctx, woken, &w, check, 0);
         }
         if (woken(&w))
             break;
-        if (s != NETVM_OK && s != NETVM_ERR_TIMEOUT)
+        if ((s != NETVM_OK && s != NETVM_ERR_TIMEOUT) || (watch && (s = watch(h, arg)) != NETVM_OK)) {
+            if (!futex)
+                atomic_fetch_and(&w.n->seq, ~NV_SYNC_WANT_MSG);
             return s;
-        if (watch && (s = watch(h, arg)) != NETVM_OK)
-            return s;
+        }
     }
+    if (!futex)
+        atomic_fetch_and(&w.n->seq, ~NV_SYNC_WANT_MSG);
     if (next) {
         *next = atomic_load(&w.n->next);
         return NETVM_OK;
@@ -416,6 +462,14 @@ netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *
 
 /* --- sending ------------------------------------------------------------------ */
 
+/* After a store into a peer's node: the peer's state as a message to it
+ * would have found it (a dead peer's waiter is gone; its own waiters see
+ * that themselves). */
+static netvm_status_t stored_to(struct nv_sync_state *st, int peer)
+{
+    return nv_sync_alive(st, peer);
+}
+
 netvm_status_t nv_sync_send_wake(struct nv_sync_state *st, uint64_t ref, netvm_status_t status)
 {
     int peer = nv_sync_ref_peer(ref);
@@ -423,6 +477,13 @@ netvm_status_t nv_sync_send_wake(struct nv_sync_state *st, uint64_t ref, netvm_s
         apply_wake(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), status);
         return NETVM_OK;
     }
+    struct nv_sync_shnode *n = nv_sync_direct_node(st, ref);
+    int want_msg = 0;
+    if (n && (!nv_sync_wake_node(n, nv_sync_ref_ticket(ref), status, &want_msg) || !want_msg))
+        return stored_to(st, peer);
+    /* the message (also after a store, when the waiter sleeps in core's
+     * loop: its handler finds the wake done, and its arrival ends that
+     * sleep) */
     uint64_t a[3] = { nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), (uint64_t)status };
     return nv_svc_send(st->ctx, peer, NV_SVC_SYNC + NV_SYNC_AM_WAKE, a, 3, NULL, 0, NULL);
 }
@@ -434,6 +495,15 @@ netvm_status_t nv_sync_send_link(struct nv_sync_state *st, uint64_t ref, uint64_
         /* the wake it may send finds no credit only inside a handler (a
          * home's link: home.c), which then sends it again later */
         return apply_link(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ) ? NETVM_ERR_AGAIN : NETVM_OK;
+    struct nv_sync_shnode *n = nv_sync_direct_node(st, ref);
+    int want_msg = 0;
+    if (n) {
+        int r = nv_sync_link_node(n, nv_sync_ref_ticket(ref), succ, &want_msg);
+        if (r == 0 || (r == 1 && !want_msg))
+            return stored_to(st, peer);
+        /* releasing: the hand-over is its owner's (apply_link, on the
+         * message); or linked, and the message wakes core's loop */
+    }
     uint64_t a[3] = { nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ };
     return nv_svc_send(st->ctx, peer, NV_SVC_SYNC + NV_SYNC_AM_LINK, a, 3, NULL, 0, NULL);
 }

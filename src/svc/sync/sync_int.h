@@ -45,14 +45,35 @@ enum {
 
 /* A wait node: where one waiting thread of this process sleeps. A node ref
  * names it from anywhere: peer << 44 | slot << 32 | ticket (ticket != 0,
- * fresh for every use, so a late message for an earlier use is ignored). */
+ * fresh for every use, so a late message for an earlier use is ignored).
+ *
+ * The words a waker writes are in memory peers on this machine map
+ * (struct nv_sync_shnode, exported as NV_SYNC_NODES_SEG): a waker there
+ * stores its wake or link itself, as the message's handler would here,
+ * and a spinning waiter sees it a cache line later (direct.c). The rest
+ * is the owner's alone. */
 #define NV_SYNC_NODES 1024
-struct nv_sync_node {
+struct nv_sync_shnode {
     _Atomic uint64_t wake;     /* ticket while waiting; | (status + 1) << 32 once woken */
     _Atomic uint64_t next;     /* MCS successor ref, 0 until linked */
     _Atomic uint32_t ticket;
-    _Atomic uint32_t seq;      /* futex word: bumped at every wake or link; bit 31: a thread sleeps on it */
-    uint32_t uses;             /* the last ticket given to this slot (its owner's alone) */
+    /* futex word (process-shared: a waker elsewhere wakes it): a count
+     * bumped at every wake or link, NV_SYNC_SLEEPING while a thread
+     * sleeps on it, NV_SYNC_WANT_MSG while one sleeps in core's loop
+     * (which a store does not wake: a waker that stored sends the
+     * message as well) */
+    _Atomic uint32_t seq;
+    uint8_t pad[40];
+};
+#define NV_SYNC_SLEEPING   0x80000000u
+#define NV_SYNC_WANT_MSG   0x40000000u
+#define NV_SYNC_SEQ_COUNT  0x3fffffffu
+/* the exported nodes' name: "nvsync:" and no object name (object names
+ * are never empty) */
+#define NV_SYNC_NODES_SEG "nvsync:"
+
+struct nv_sync_node {
+    uint32_t uses;             /* the last ticket given to this slot */
     /* a release that went on without waiting for the home (lock.c) */
     uint64_t rel_ref;          /* the ref it released */
     uint64_t rel_old;          /* the tail its compare-swap found */
@@ -110,6 +131,15 @@ struct nv_sync_state {
     int me;
     pthread_mutex_t lock;     /* homes, fifos, pending */
     struct nv_sync_node nodes[NV_SYNC_NODES];
+    struct nv_sync_shnode *sh;   /* NV_SYNC_NODES of them: shared, or this process's own */
+    size_t sh_map_len;           /* shared: the mapping's length (0: this process's own) */
+    netvm_seg_t *sh_seg;         /* shared: its export (netvm_finalize unexports it) */
+    /* the job ranks' nodes as this process maps them (direct.c) */
+    struct nv_sync_peer_nodes *peer_nodes;
+    int npeer_nodes;
+    pthread_mutex_t direct_lock;
+    _Atomic int direct_off;      /* finalize began: its imports go */
+    _Atomic int quiesce_set;     /* nv_svc_on_finalize done */
     _Atomic uint64_t used[NV_SYNC_NODES / 64];   /* allocation bitmap (lock-free: on every acquire) */
     uint64_t uid;             /* unique in the process: names it in a thread's spare node */
     struct nv_sync_state *live_next;   /* the process's live states (state.c) */
@@ -167,6 +197,21 @@ netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *
 /* Is peer alive (NETVM_OK) or not (NETVM_ERR_PEER). */
 netvm_status_t nv_sync_alive(struct nv_sync_state *st, int peer);
 netvm_status_t nv_sync_watch_home(struct nv_sync_handle *h, void *arg);
+
+/* Store a wake / a link into node n (local or a peer's mapped one), as
+ * the message's handler does. wake: 1 if it was this wait's wake (and
+ * n->seq said *want_msg); link: 1 linked, 0 stale, -1 the node is
+ * releasing (lock.c: only its owner may hand over). */
+int  nv_sync_wake_node(struct nv_sync_shnode *n, uint32_t ticket, netvm_status_t status, int *want_msg);
+int  nv_sync_link_node(struct nv_sync_shnode *n, uint32_t ticket, uint64_t succ, int *want_msg);
+
+/* direct.c: the shared nodes (made with the state, freed with it) and a
+ * job rank's nodes where this process maps them: NULL if not (another
+ * machine, a connected peer, inside a handler, finalize begun). */
+void                   nv_sync_nodes_make(struct nv_sync_state *st);
+void                   nv_sync_nodes_free(struct nv_sync_state *st);
+void                   nv_sync_direct_off(struct nv_sync_state *st);
+struct nv_sync_shnode *nv_sync_direct_node(struct nv_sync_state *st, uint64_t ref);
 
 /* Let the waiter ref go with status / link succ behind node ref. Outside a
  * handler these may wait for flow-control credit; inside one they may
