@@ -38,9 +38,18 @@ static void futex_wake_all(_Atomic uint32_t *w)
  * its waiter sleeps in core's loop and wants the message too. */
 static void bump(struct nv_sync_shnode *n, int *want_msg)
 {
-    /* NV_SYNC_WANT_MSG stays: it is the waiter's to clear (a link behind
-     * a waiter bumps its node while it still waits for its wake) */
+    /* The store before this (a compare-swap) and this load, against the
+     * waiter's flag and its next look at the node (sleep): either the
+     * waiter sees the store, or this sees the flag. No flag: nothing to
+     * do, and no locked instruction on the waiter's line while it spins
+     * on it. NV_SYNC_WANT_MSG stays: it is the waiter's to clear (a link
+     * behind a waiter bumps its node while it still waits for its wake). */
     uint32_t old = atomic_load(&n->seq);
+    if (!(old & (NV_SYNC_SLEEPING | NV_SYNC_WANT_MSG))) {
+        if (want_msg)
+            *want_msg = 0;
+        return;
+    }
     while (!atomic_compare_exchange_weak(&n->seq, &old, ((old + 1) & NV_SYNC_SEQ_COUNT) | (old & NV_SYNC_WANT_MSG)))
         ;
     if (old & NV_SYNC_SLEEPING)

@@ -58,7 +58,7 @@ struct nv_sync_shnode {
     _Atomic uint64_t next;     /* MCS successor ref, 0 until linked */
     _Atomic uint32_t ticket;
     /* futex word (process-shared: a waker elsewhere wakes it): a count
-     * bumped at every wake or link, NV_SYNC_SLEEPING while a thread
+     * bumped at every wake or link that finds a flag, NV_SYNC_SLEEPING while a thread
      * sleeps on it, NV_SYNC_WANT_MSG while one sleeps in core's loop
      * (which a store does not wake: a waker that stored sends the
      * message as well) */
