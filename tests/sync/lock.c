@@ -14,9 +14,9 @@
  * links itself and is woken by stores into the nodes: no message at all.
  * SYNC_TEST_HOME_UNMAPPED=1: the home exports nothing mappable
  * (NETVM_SHM_MAPPED=0 in its environment alone): the others enqueue
- * through the home, which links them by message, and release without
- * waiting for its compare-swap, while they wake each other by stores
- * into their mapped nodes.
+ * through the home, whose handler links them by stores into their
+ * mapped nodes, and release without waiting for its compare-swap; a link
+ * that finds the node releasing goes to its owner as a message.
  * Args: ITERS ROUNDS [SOLO]. */
 #include "sync_test.h"
 #include "syscount.h"

@@ -8,14 +8,18 @@
  * one asleep in core's loop asks for the message as well
  * (NV_SYNC_WANT_MSG).
  *
- * Only job ranks, and only from application threads: a connected peer's
- * id may come back for another process, and a handler may run while
- * netvm_finalize releases the imports (quiesce stops the use first). */
+ * Only job ranks: a connected peer's id may come back for another
+ * process. A handler (a home's wakes and links) counts itself in
+ * direct_users while it stores: netvm_finalize releases the imports while
+ * the progress thread still runs, after quiesce has turned the path off
+ * and waited for the handlers inside it. Application threads need no
+ * count: none may call into netvm while it finalizes. */
 #include "svc/sync/sync_int.h"
 #include "core/internal.h"   /* nv_in_handler */
 
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 struct nv_sync_peer_nodes {
@@ -62,6 +66,8 @@ void nv_sync_nodes_free(struct nv_sync_state *st)
 void nv_sync_direct_off(struct nv_sync_state *st)
 {
     atomic_store(&st->direct_off, 1);
+    while (atomic_load(&st->direct_users))
+        sched_yield();
 }
 
 static int map_peer(struct nv_sync_state *st, struct nv_sync_peer_nodes *pn, int peer)
@@ -94,17 +100,30 @@ static int map_peer(struct nv_sync_state *st, struct nv_sync_peer_nodes *pn, int
     return s;
 }
 
-struct nv_sync_shnode *nv_sync_direct_node(struct nv_sync_state *st, uint64_t ref)
+struct nv_sync_shnode *nv_sync_direct_enter(struct nv_sync_state *st, uint64_t ref)
 {
-    if (nv_in_handler || atomic_load_explicit(&st->direct_off, memory_order_relaxed))
-        return NULL;
     int peer = nv_sync_ref_peer(ref);
     unsigned slot = nv_sync_ref_slot(ref);
     if (peer < 0 || peer >= st->npeer_nodes || slot >= NV_SYNC_NODES)
         return NULL;
-    struct nv_sync_peer_nodes *pn = &st->peer_nodes[peer];
-    int s = atomic_load_explicit(&pn->state, memory_order_acquire);
-    if (s == PN_UNKNOWN)
-        s = map_peer(st, pn, peer);
-    return s == PN_MAPPED ? &pn->base[slot] : NULL;
+    int counted = nv_in_handler;
+    if (counted)
+        atomic_fetch_add(&st->direct_users, 1);
+    if (!atomic_load(&st->direct_off)) {
+        struct nv_sync_peer_nodes *pn = &st->peer_nodes[peer];
+        int s = atomic_load_explicit(&pn->state, memory_order_acquire);
+        if (s == PN_UNKNOWN)
+            s = map_peer(st, pn, peer);
+        if (s == PN_MAPPED)
+            return &pn->base[slot];
+    }
+    if (counted)
+        atomic_fetch_sub(&st->direct_users, 1);
+    return NULL;
+}
+
+void nv_sync_direct_leave(struct nv_sync_state *st)
+{
+    if (nv_in_handler)
+        atomic_fetch_sub(&st->direct_users, 1);
 }

@@ -486,10 +486,14 @@ netvm_status_t nv_sync_send_wake(struct nv_sync_state *st, uint64_t ref, netvm_s
         apply_wake(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), status);
         return NETVM_OK;
     }
-    struct nv_sync_shnode *n = nv_sync_direct_node(st, ref);
+    struct nv_sync_shnode *n = nv_sync_direct_enter(st, ref);
     int want_msg = 0;
-    if (n && (!nv_sync_wake_node(n, nv_sync_ref_ticket(ref), status, &want_msg) || !want_msg))
-        return stored_to(st, peer);
+    if (n) {
+        int woke = nv_sync_wake_node(n, nv_sync_ref_ticket(ref), status, &want_msg);
+        nv_sync_direct_leave(st);
+        if (!woke || !want_msg)
+            return stored_to(st, peer);
+    }
     /* the message (also after a store, when the waiter sleeps in core's
      * loop: its handler finds the wake done, and its arrival ends that
      * sleep) */
@@ -504,10 +508,11 @@ netvm_status_t nv_sync_send_link(struct nv_sync_state *st, uint64_t ref, uint64_
         /* the wake it may send finds no credit only inside a handler (a
          * home's link: home.c), which then sends it again later */
         return apply_link(st, nv_sync_ref_slot(ref), nv_sync_ref_ticket(ref), succ) ? NETVM_ERR_AGAIN : NETVM_OK;
-    struct nv_sync_shnode *n = nv_sync_direct_node(st, ref);
+    struct nv_sync_shnode *n = nv_sync_direct_enter(st, ref);
     int want_msg = 0;
     if (n) {
         int r = nv_sync_link_node(n, nv_sync_ref_ticket(ref), succ, &want_msg);
+        nv_sync_direct_leave(st);
         if (r == 0 || (r == 1 && !want_msg))
             return stored_to(st, peer);
         /* releasing: the hand-over is its owner's (apply_link, on the

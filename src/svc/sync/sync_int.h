@@ -139,6 +139,7 @@ struct nv_sync_state {
     int npeer_nodes;
     pthread_mutex_t direct_lock;
     _Atomic int direct_off;      /* finalize began: its imports go */
+    _Atomic int direct_users;    /* handlers storing into peers' nodes now */
     _Atomic int quiesce_set;     /* nv_svc_on_finalize done */
     _Atomic uint64_t used[NV_SYNC_NODES / 64];   /* allocation bitmap (lock-free: on every acquire) */
     uint64_t uid;             /* unique in the process: names it in a thread's spare node */
@@ -205,13 +206,15 @@ netvm_status_t nv_sync_watch_home(struct nv_sync_handle *h, void *arg);
 int  nv_sync_wake_node(struct nv_sync_shnode *n, uint32_t ticket, netvm_status_t status, int *want_msg);
 int  nv_sync_link_node(struct nv_sync_shnode *n, uint32_t ticket, uint64_t succ, int *want_msg);
 
-/* direct.c: the shared nodes (made with the state, freed with it) and a
- * job rank's nodes where this process maps them: NULL if not (another
- * machine, a connected peer, inside a handler, finalize begun). */
+/* direct.c: the shared nodes (made with the state, freed with it); the
+ * node ref names where this process maps it, to store into until
+ * nv_sync_direct_leave: NULL if not mapped (another machine, a connected
+ * peer, finalize begun); off: finalize begins, no store from now on. */
 void                   nv_sync_nodes_make(struct nv_sync_state *st);
 void                   nv_sync_nodes_free(struct nv_sync_state *st);
 void                   nv_sync_direct_off(struct nv_sync_state *st);
-struct nv_sync_shnode *nv_sync_direct_node(struct nv_sync_state *st, uint64_t ref);
+struct nv_sync_shnode *nv_sync_direct_enter(struct nv_sync_state *st, uint64_t ref);
+void                   nv_sync_direct_leave(struct nv_sync_state *st);
 
 /* Let the waiter ref go with status / link succ behind node ref. Outside a
  * handler these may wait for flow-control credit; inside one they may
