@@ -76,15 +76,13 @@ static int map_peer(struct nv_sync_state *st, struct nv_sync_peer_nodes *pn, int
     int s = atomic_load(&pn->state);
     if (s == PN_UNKNOWN && !atomic_load(&st->direct_off)) {
         netvm_rseg_t *r = NULL;
-        netvm_peer_info_t info;
         s = PN_NONE;
         /* only the shm link maps, and its import reads the peer's table
          * here (elsewhere an import is a round trip, which a stopped peer
          * would hold up for NETVM_TIMEOUT, for nothing). The ref came from
          * the peer's state, which exported its nodes when it was made:
          * not found means it could not. */
-        if (netvm_peer_info(st->ctx, peer, &info) == NETVM_OK && info.link && !strcmp(info.link, "shm") &&
-            netvm_import(st->ctx, peer, NV_SYNC_NODES_SEG, &r) == NETVM_OK) {
+        if (nv_sync_on_shm(st, peer) && netvm_import(st->ctx, peer, NV_SYNC_NODES_SEG, &r) == NETVM_OK) {
             struct nv_sync_shnode *base = netvm_ptr(r, 0);
             if (base && netvm_rseg_len(r) >= NV_SYNC_NODES * sizeof *base && (uintptr_t)base % 64 == 0) {
                 pn->rseg = r;

@@ -402,14 +402,17 @@ static int woken(void *arg)
  * serves the waker's link without it: shm (the progress thread serves the
  * rings) or this very process. On tcp the thread sleeps in core's loop,
  * on the sockets themselves, so the wake message wakes it directly. */
+int nv_sync_on_shm(struct nv_sync_state *st, int peer)
+{
+    netvm_peer_info_t info;
+    return netvm_peer_info(st->ctx, peer, &info) == NETVM_OK && info.link && !strcmp(info.link, "shm");
+}
+
 static int futex_sleep_ok(struct nv_sync_state *st, int waker)
 {
     if (!st->ctx->have_thread || waker < 0)
         return 0;
-    if (waker == st->me)
-        return 1;
-    netvm_peer_info_t info;
-    return netvm_peer_info(st->ctx, waker, &info) == NETVM_OK && info.link && !strcmp(info.link, "shm");
+    return waker == st->me || nv_sync_on_shm(st, waker);
 }
 
 /* Spin in core's waiting loop (serving progress) for NETVM_SPIN_US, then
@@ -471,14 +474,6 @@ netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *
 
 /* --- sending ------------------------------------------------------------------ */
 
-/* After a store into a peer's node: the peer's state as a message to it
- * would have found it (a dead peer's waiter is gone; its own waiters see
- * that themselves). */
-static netvm_status_t stored_to(struct nv_sync_state *st, int peer)
-{
-    return nv_sync_alive(st, peer);
-}
-
 netvm_status_t nv_sync_send_wake(struct nv_sync_state *st, uint64_t ref, netvm_status_t status)
 {
     int peer = nv_sync_ref_peer(ref);
@@ -491,8 +486,10 @@ netvm_status_t nv_sync_send_wake(struct nv_sync_state *st, uint64_t ref, netvm_s
     if (n) {
         int woke = nv_sync_wake_node(n, nv_sync_ref_ticket(ref), status, &want_msg);
         nv_sync_direct_leave(st);
+        /* stored: the peer's state, as a message to it would have found
+         * it (a dead peer's waiter is gone; its own waiters see that) */
         if (!woke || !want_msg)
-            return stored_to(st, peer);
+            return nv_sync_alive(st, peer);
     }
     /* the message (also after a store, when the waiter sleeps in core's
      * loop: its handler finds the wake done, and its arrival ends that
@@ -514,7 +511,7 @@ netvm_status_t nv_sync_send_link(struct nv_sync_state *st, uint64_t ref, uint64_
         int r = nv_sync_link_node(n, nv_sync_ref_ticket(ref), succ, &want_msg);
         nv_sync_direct_leave(st);
         if (r == 0 || (r == 1 && !want_msg))
-            return stored_to(st, peer);
+            return nv_sync_alive(st, peer);
         /* releasing: the hand-over is its owner's (apply_link, on the
          * message); or linked, and the message wakes core's loop */
     }

@@ -195,6 +195,8 @@ void           nv_sync_rel_end(struct nv_sync_state *st, struct nv_sync_node *n,
 typedef netvm_status_t (*nv_sync_watch_fn)(struct nv_sync_handle *h, void *arg);
 netvm_status_t nv_sync_sleep(struct nv_sync_handle *h, unsigned slot, uint64_t *next, int waker,
                              nv_sync_watch_fn watch, void *arg);
+/* Does this process reach peer over the shm link? */
+int            nv_sync_on_shm(struct nv_sync_state *st, int peer);
 /* Is peer alive (NETVM_OK) or not (NETVM_ERR_PEER). */
 netvm_status_t nv_sync_alive(struct nv_sync_state *st, int peer);
 netvm_status_t nv_sync_watch_home(struct nv_sync_handle *h, void *arg);
