@@ -19,6 +19,14 @@
  *   add_rate  windows of 64 non-fetching 64-bit adds, then a flush; Mops.
  *   put_rate  windows of 64 puts of 8 bytes (to 64 consecutive words), then
  *             a flush; Mops.
+ *   stream_bw (shm; not in the default list) a stream between the two
+ *             processes, the shared-memory form of a TCP stream: A copies
+ *             chunks of s bytes from its private buffer into a ring of
+ *             STREAM_SLOTS slots in shared memory, B copies each out into
+ *             its own private buffer and frees the slot; each slot's two
+ *             words (full, freed) sit on lines of their own. MB/s of the
+ *             bytes B has received. put_bw, by contrast, copies into a
+ *             buffer nobody reads, which stays in A's cache.
  *   wake_lat  (either mode; not in the default list) the bare cost of waking a
  *             sleeping process: ping-pong through two eventfds, each process
  *             blocked in read(2) until the other's write(2); one-way = round
@@ -39,6 +47,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +63,7 @@
 
 enum { MODE_SHM, MODE_CMA };
 enum { OP_PUT_LAT, OP_GET_LAT, OP_FADD_LAT, OP_PUT_BW, OP_GET_BW, OP_ADD_RATE, OP_PUT_RATE,
-       OP_WAKE_LAT, OP_COUNT, OP_QUIT = 100 };
+       OP_WAKE_LAT, OP_STREAM_BW, OP_COUNT, OP_QUIT = 100 };
 
 static const struct {
     const char *name, *unit;
@@ -70,6 +79,7 @@ static const struct {
     [OP_ADD_RATE] = { "add_rate", "Mops", 64, 0, 1 },
     [OP_PUT_RATE] = { "put_rate", "Mops", 64, 0, 0 },
     [OP_WAKE_LAT] = { "wake_lat", "us",   1,  0, 0 },
+    [OP_STREAM_BW] = { "stream_bw", "MB/s", 1, 1, 1 },
 };
 
 struct cmd {
@@ -90,6 +100,16 @@ static int      cmd_fd, ack_fd;  /* pipes to and from the peer */
 static volatile uint64_t sink;
 static int      busy_target;   /* --busy-target: the peer spins between commands */
 static int      wake_in, wake_out; /* wake_lat: the eventfds this process reads and writes */
+
+/* stream_bw's ring: STREAM_SLOTS chunks of up to max_size bytes, and per
+ * slot a line for the producer's word and one for the consumer's */
+#define STREAM_SLOTS 8
+#define LINE 64
+static unsigned char *stream_data;
+static unsigned char *stream_words;
+
+static _Atomic uint64_t *stream_full(unsigned k)  { return (_Atomic uint64_t *)(void *)(stream_words + (2 * k) * LINE); }
+static _Atomic uint64_t *stream_freed(unsigned k) { return (_Atomic uint64_t *)(void *)(stream_words + (2 * k + 1) * LINE); }
 
 #define barrier() __asm__ __volatile__("" ::: "memory")
 
@@ -234,6 +254,38 @@ static void pingpong(const struct cmd *c, int initiator)
     }
 }
 
+/* n chunks of s bytes through the ring: chunk i (numbered from 1 in the
+ * words, 0 meaning empty) goes to slot i % STREAM_SLOTS once the chunk
+ * that last used that slot has been taken. */
+static void stream(const struct cmd *c, int producer)
+{
+    size_t s = c->size;
+    for (uint64_t i = 0; i < c->iters; i++) {
+        unsigned k = (unsigned)(i % STREAM_SLOTS);
+        unsigned char *slot = stream_data + (size_t)k * max_size;
+        if (producer) {
+            uint64_t last = i >= STREAM_SLOTS ? i - STREAM_SLOTS + 1 : 0;
+            while (atomic_load_explicit(stream_freed(k), memory_order_acquire) != last)
+                ;
+            memcpy(slot, scratch, s);
+            atomic_store_explicit(stream_full(k), i + 1, memory_order_release);
+        } else {
+            while (atomic_load_explicit(stream_full(k), memory_order_acquire) != i + 1)
+                ;
+            memcpy(scratch, slot, s);
+            atomic_store_explicit(stream_freed(k), i + 1, memory_order_release);
+        }
+    }
+}
+
+static void stream_reset(void)
+{
+    for (unsigned k = 0; k < STREAM_SLOTS; k++) {
+        atomic_store_explicit(stream_full(k), 0, memory_order_relaxed);
+        atomic_store_explicit(stream_freed(k), 0, memory_order_relaxed);
+    }
+}
+
 static uint64_t seq_next = 0;
 
 /* One timed batch of n operations (n is a multiple of the window). */
@@ -253,6 +305,23 @@ static double run_batch(int op, size_t s, uint64_t n)
         t1 = now();
         if (!xread(ack_fd, &ack, 1)) { errno = EPIPE; die("peer exited"); }
         return (t1 - t0) / 2;      /* n round trips: report per one-way trip */
+    }
+    if (op == OP_STREAM_BW) {
+        /* timed until the consumer has taken the last chunk (its ack) */
+        struct cmd c = { op, s, n, 0 };
+        char ack;
+        stream_reset();
+        xwrite(cmd_fd, &c, sizeof c);
+        if (!xread(ack_fd, &ack, 1)) { errno = EPIPE; die("peer exited"); }
+        t0 = now();
+        stream(&c, 1);
+        uint64_t last = n;
+        unsigned k = (unsigned)((n - 1) % STREAM_SLOTS);
+        while (atomic_load_explicit(stream_freed(k), memory_order_acquire) != last)
+            ;
+        t1 = now();
+        if (!xread(ack_fd, &ack, 1)) { errno = EPIPE; die("peer exited"); }
+        return t1 - t0;
     }
     t0 = now();
     switch (op) {
@@ -360,6 +429,12 @@ static void serve(void)
         }
         if (c.op == OP_QUIT) break;
         char ack = 1;
+        if (c.op == OP_STREAM_BW) {
+            xwrite(ack_fd, &ack, 1);
+            stream(&c, 0);
+            xwrite(ack_fd, &ack, 1);
+            continue;
+        }
         pingpong_prepare(c.size);
         xwrite(ack_fd, &ack, 1);
         pingpong(&c, 0);
@@ -405,7 +480,8 @@ static void usage(FILE *f)
         "  --lat-sizes  default 8,64,512,4096,32768,262144,1048576,4194304\n"
         "  --bw-sizes   default 65536,1048576,4194304\n"
         "  --metrics    put_lat,get_lat,fadd_lat,put_bw,get_bw,add_rate,put_rate (default),\n"
-        "               wake_lat (eventfd ping-pong between sleeping processes)\n"
+        "               wake_lat (eventfd ping-pong between sleeping processes),\n"
+        "               stream_bw (shm: a stream through a ring, copied in and out; at the bw sizes)\n"
         "  --busy-target  the peer process spins between commands instead of sleeping\n");
 }
 
@@ -416,7 +492,7 @@ int main(int argc, char **argv)
     int want[OP_COUNT];
     nlat = parse_sizes("8,64,512,4096,32768,262144,1048576,4194304", lat, 32);
     nbw  = parse_sizes("65536,1048576,4194304", bw, 32);
-    for (int i = 0; i < OP_COUNT; i++) want[i] = i != OP_WAKE_LAT;
+    for (int i = 0; i < OP_COUNT; i++) want[i] = i != OP_WAKE_LAT && i != OP_STREAM_BW;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -464,6 +540,10 @@ int main(int argc, char **argv)
     unsigned char *shared = NULL;
     if (mode == MODE_SHM)
         shared = map_buffer(2 * max_size + 4096, 1);
+    if (mode == MODE_SHM && want[OP_STREAM_BW]) {
+        stream_data = map_buffer(STREAM_SLOTS * max_size, 1);
+        stream_words = map_buffer(2 * STREAM_SLOTS * LINE, 1);
+    }
 
     int down[2], up[2], addr_pipe[2];
     if (pipe(down) || pipe(up) || pipe(addr_pipe)) die("pipe");
