@@ -44,6 +44,7 @@ enum {
 };
 
 #define NV_GM_STAGE 64   /* staging slots of the evictor; one more for dropping a page */
+#define NV_GM_KEEP 3     /* staging areas: the evictor's, and batches kept for reuse (pager_reuse.c) */
 /* Placement as writable and dirty, for read faults (pager_fault.c) and for
  * read-ahead runs (pager_ra.c): decided over windows of this many pages
  * placed protected (a quarter or more written while resident switches it
@@ -109,7 +110,8 @@ struct nv_gm_stream {
 
 struct nv_gm_counters {
     uint64_t faults, zero_fills, wp_faults, ra_issued, ra_hits, ra_waste, evictions, evictions_dirty,
-             eexist, eagain, poisoned, discarded, move_busy, child_faults, child_pushes, placed_dirty;
+             eexist, eagain, poisoned, discarded, move_busy, child_faults, child_pushes, placed_dirty,
+             reused, reuse_written;
 };
 
 struct nv_gm_region {
@@ -143,6 +145,21 @@ struct nv_gm_region {
     struct nv_uffd_caps caps;
     unsigned char    *stage;         /* NV_GM_STAGE + 1 pages, registered on stage_fd */
     pthread_mutex_t   drop_lock;     /* the last staging slot */
+    /* evicted pages kept for read-ahead to fill and move back in
+     * (pager_reuse.c): NV_GM_KEEP staging areas of NV_GM_STAGE pages (the
+     * first NV_GM_STAGE pages of stage, then stage2's), one of them the
+     * evictor's (ev_stage); the others' pages [next, end) are free to take */
+    unsigned char    *ev_stage;      /* the evictor's */
+    unsigned char    *stage2;        /* (NV_GM_KEEP - 1) * NV_GM_STAGE pages, registered on stage_fd */
+    pthread_mutex_t   reuse_lock;
+    struct nv_gm_keep {
+        unsigned char *base;
+        unsigned       next, end, busy;
+        uint64_t       seq;          /* when it was kept: the oldest goes first */
+    }                 keep[NV_GM_KEEP];
+    unsigned          keep_ev;       /* which is the evictor's */
+    uint64_t          keep_seq;
+    int               reuse_on;      /* NETVM_GMEM_REUSE */
 
     /* options in force */
     uint64_t          budget;        /* pages */
@@ -218,6 +235,22 @@ struct nv_gm_region {
 };
 
 #define NV_GM_CNT(r, f) __atomic_fetch_add(&(r)->c.f, 1, __ATOMIC_RELAXED)
+
+/* Evicted pages reused (pager_reuse.c). Init: the areas, all empty, the
+ * first the evictor's. The evictor, done with a batch
+ * of n staged pages: 1 if they were kept for reuse (its staging area is
+ * another now), 0 if the caller drops them. */
+void nv_gm_reuse_init(struct nv_gm_region *r);
+int nv_gm_reuse_give(struct nv_gm_region *r, unsigned n);
+/* Place up to k pages at a (contiguous, BUSY, inside the placement gate)
+ * with src's bytes by moving kept pages in, not waking anyone; protect:
+ * write-protect them too, and written[i] says page i was written before
+ * the protection took (it must be published dirty). How many were placed
+ * (a prefix; 0: none kept, or the move failed at once). */
+unsigned nv_gm_reuse_place(struct nv_gm_region *r, uintptr_t a, const unsigned char *src, unsigned k, int protect,
+                           unsigned char *written);
+/* The tests' widening of a placement's windows (pager_ra.c) */
+void nv_gm_test_delay(struct nv_gm_region *r);
 
 /* Pages below end may be resident from now on (r->used). */
 static inline void nv_gm_used_upto(struct nv_gm_region *r, uint64_t end)
@@ -340,6 +373,10 @@ unsigned nv_gm_zero_ahead(struct nv_gm_region *r, int sx, uint64_t page, uintptr
  * until the page is unprotected, so the copy is whole (an ordering the
  * kernel gives, which ThreadSanitizer cannot see: tests/tsan.supp). */
 void nv_gm_copy_protected(void *dst, const void *page);
+/* Whether the page at a, moved in with src's bytes and write-protected
+ * since by this thread, was written before the protection took (the same
+ * ordering: pager_reuse.c). */
+int nv_gm_compare_protected(uintptr_t a, const unsigned char *src);
 /* Wait until every read-ahead fetch of r has completed (its buffers are
  * all back): before the region is freed. */
 void nv_gm_readahead_drain(struct nv_gm_region *r);

@@ -128,7 +128,7 @@ static void wb_issue_batch(struct nv_gm_region *r, struct wb_wait *w, const stru
             src[j] = src[j - 1];
         }
         pages[j] = b->page[i];
-        src[j] = r->stage + (size_t)i * NV_GM_PAGE;
+        src[j] = r->ev_stage + (size_t)i * NV_GM_PAGE;
     }
     wb_issue_pages(r, w, pages, src, n);
 }
@@ -162,7 +162,7 @@ static int batch_finish(struct nv_gm_region *r, struct batch *b)
             while (!nv_gm_place_enter(r))
                 sched_yield();
             int back = !nv_gm_discarded(r, p) &&
-                       nv_gm_uffd_copy(r->uffd, a, r->stage + (size_t)i * NV_GM_PAGE, NV_GM_PAGE, 0) == 0;
+                       nv_gm_uffd_copy(r->uffd, a, r->ev_stage + (size_t)i * NV_GM_PAGE, NV_GM_PAGE, 0) == 0;
             if (back) {
                 __atomic_store_n(&r->state[p], NV_GM_RESIDENT | NV_GM_DIRTY | NV_GM_REF, __ATOMIC_RELEASE);
                 nv_gm_resmap_set(r, p);
@@ -190,7 +190,10 @@ static int batch_finish(struct nv_gm_region *r, struct batch *b)
         nv_warn("gmem: a write-back failed (%s): its pages stay resident and dirty (said once until one succeeds)",
                 netvm_strerror(st));
     r->wb_failing = st != NETVM_OK;
-    madvise(r->stage, (size_t)b->n * NV_GM_PAGE, MADV_DONTNEED);
+    /* the staged pages: kept for read-ahead to fill (a page allocated,
+     * charged and zeroed fewer), or dropped */
+    if (!nv_gm_reuse_give(r, (unsigned)b->n))
+        madvise(r->ev_stage, (size_t)b->n * NV_GM_PAGE, MADV_DONTNEED);
     b->n = 0;
     return stayed;
 }
@@ -282,15 +285,15 @@ static void move_out(struct nv_gm_region *r, struct pick *k, struct batch *b)
                nv_gm_page_addr(r, k->page[j]) == a + (uintptr_t)(j - i) * NV_GM_PAGE)
             j++;
         size_t moved = 0;
-        int e = nv_gm_uffd_move_run(r->stage_fd, (uintptr_t)r->stage + (size_t)b->n * NV_GM_PAGE, a,
-                                    (size_t)(j - i) * NV_GM_PAGE, &moved);
+        int e = nv_gm_uffd_move_run(r->stage_fd, (uintptr_t)r->ev_stage + (size_t)b->n * NV_GM_PAGE, a,
+                                    (size_t)(j - i) * NV_GM_PAGE, 0, &moved);
         for (size_t q = 0; q < moved / NV_GM_PAGE; q++, i++)
             staged(b, k->page[i], k->old[i]);
         if (!e)
             continue;
         uintptr_t fa = nv_gm_page_addr(r, k->page[i]);
         if (moved || e == -EAGAIN)
-            e = fa ? nv_gm_uffd_move(r->stage_fd, (uintptr_t)r->stage + (size_t)b->n * NV_GM_PAGE, fa, NV_GM_PAGE)
+            e = fa ? nv_gm_uffd_move(r->stage_fd, (uintptr_t)r->ev_stage + (size_t)b->n * NV_GM_PAGE, fa, NV_GM_PAGE)
                    : -ENOENT;
         if (e == 0)
             staged(b, k->page[i], k->old[i]);

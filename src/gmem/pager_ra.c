@@ -78,7 +78,7 @@ static unsigned ra_grab(struct nv_gm_region *r, unsigned want, unsigned *slot)
 
 /* The tests' widening of the windows before a run is placed and between
  * a placement and its publication (tests/gmem/discard_ra.c). */
-static void test_delay(struct nv_gm_region *r)
+void nv_gm_test_delay(struct nv_gm_region *r)
 {
     uint64_t ns = __atomic_load_n(&r->test_place_ns, __ATOMIC_RELAXED);
     if (ns) {
@@ -132,7 +132,7 @@ static void ra_place(struct nv_gm_region *r, const struct nv_gm_ra_op *op, unsig
         e = nv_gm_uffd_copy(r->uffd, a, r->ra_buf + (size_t)(op->slot + i) * NV_GM_PAGE, NV_GM_PAGE,
                             ra_copy_mode(op));
     if (e == 0) {
-        test_delay(r);
+        nv_gm_test_delay(r);
         nv_gm_publish(r, p, ra_flags(op, i));
         if (op->dirty) {
             NV_GM_CNT(r, placed_dirty);
@@ -158,11 +158,40 @@ static void ra_place(struct nv_gm_region *r, const struct nv_gm_ra_op *op, unsig
         nv_gm_uffd_wake(r->uffd, a, NV_GM_PAGE);
 }
 
+/* Place pages i .. i+k-1 of op's run (mapped contiguously at a) with
+ * kept pages moved in (pager_reuse.c): how many, a prefix. A page written
+ * between its move and its protection is published dirty. */
+static unsigned ra_reuse_run(struct nv_gm_region *r, const struct nv_gm_ra_op *op, unsigned i0, unsigned k,
+                             uintptr_t a)
+{
+    unsigned char written[NV_GM_RABUF];
+    uint64_t p = op->page + i0;
+    unsigned q = nv_gm_reuse_place(r, a, r->ra_buf + (size_t)(op->slot + i0) * NV_GM_PAGE, k, !op->dirty, written);
+    if (!q)
+        return 0;
+    unsigned clean = 0;
+    for (unsigned i = 0; i < q; i++) {
+        uint32_t f = ra_flags(op, i0 + i);
+        if (!op->dirty && written[i])
+            f = (f & ~(uint32_t)NV_GM_RAWP) | NV_GM_DIRTY;
+        else if (!op->dirty)
+            clean++;
+        nv_gm_publish(r, p + i, f);
+    }
+    if (op->dirty)
+        __atomic_fetch_add(&r->c.placed_dirty, q, __ATOMIC_RELAXED);
+    else
+        ra_count_protected(r, clean);
+    nv_gm_uffd_wake(r->uffd, a, (size_t)q * NV_GM_PAGE);
+    return q;
+}
+
 /* Place pages i .. i+k-1 of op's run, which came, with one UFFDIO_COPY
  * when they are mapped contiguously: a copy costs a system call and the
  * mm's lock (~13 us here), which a page per call made the scan's bound.
- * Returns how many were placed; the rest go page by page (ra_place: a
- * page already there, a mapping that changed). */
+ * Evicted pages kept for reuse go first (ra_reuse_run). Returns how many
+ * were placed; the rest go page by page (ra_place: a page already there,
+ * a mapping that changed). */
 static unsigned ra_copy_run(struct nv_gm_region *r, const struct nv_gm_ra_op *op, unsigned i0, unsigned k)
 {
     uint64_t p = op->page + i0;
@@ -175,11 +204,18 @@ static unsigned ra_copy_run(struct nv_gm_region *r, const struct nv_gm_ra_op *op
     for (unsigned i = 0; i < k; i++)
         if (nv_gm_discarded(r, p + i))
             return 0;   /* page by page: those left are placed */
+    unsigned reused = ra_reuse_run(r, op, i0, k, a);
+    if (reused == k || k - reused < 2)
+        return reused;
+    i0 += reused;
+    p += reused;
+    a += (uintptr_t)reused * NV_GM_PAGE;
+    k -= reused;
     struct uffdio_copy c = { .dst = a, .src = (uintptr_t)(r->ra_buf + (size_t)(op->slot + i0) * NV_GM_PAGE),
                              .len = (uint64_t)k * NV_GM_PAGE, .mode = ra_copy_mode(op) };
     unsigned placed = ioctl(r->uffd, UFFDIO_COPY, &c) == 0 ? k : c.copy > 0 ? (unsigned)(c.copy / NV_GM_PAGE) : 0;
     if (placed)
-        test_delay(r);
+        nv_gm_test_delay(r);
     for (unsigned i = 0; i < placed; i++)
         nv_gm_publish(r, p + i, ra_flags(op, i0 + i));
     if (op->dirty) {
@@ -189,7 +225,7 @@ static unsigned ra_copy_run(struct nv_gm_region *r, const struct nv_gm_ra_op *op
     } else {
         ra_count_protected(r, placed);
     }
-    return placed;
+    return reused + placed;
 }
 
 /* Runs in the progress engine (or inline with the local store): never
@@ -202,7 +238,7 @@ static void ra_done(void *arg, uint64_t got)
     unsigned slot = op->slot, n = op->n;
     if (op->fault && (got & 1))
         nv_gm_hist_add(&r->hist, nv_gm_now_ns() - op->t0);
-    test_delay(r);
+    nv_gm_test_delay(r);
     /* inside the placement gate (pager.h); while the program's discard is
      * being handled nothing of the run is placed: its faults fetch again */
     int gated = nv_gm_place_enter(r);

@@ -47,9 +47,9 @@ int nv_gm_uffd_move(int fd, uintptr_t dst, uintptr_t src, size_t len)
     return m.move < 0 ? (int)m.move : -errno;
 }
 
-int nv_gm_uffd_move_run(int fd, uintptr_t dst, uintptr_t src, size_t len, size_t *moved)
+int nv_gm_uffd_move_run(int fd, uintptr_t dst, uintptr_t src, size_t len, uint64_t mode, size_t *moved)
 {
-    struct uffdio_move m = { .dst = dst, .src = src, .len = len, .mode = 0 };
+    struct uffdio_move m = { .dst = dst, .src = src, .len = len, .mode = mode };
     if (ioctl(fd, UFFDIO_MOVE, &m) == 0) {
         *moved = len;
         return 0;

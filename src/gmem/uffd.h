@@ -16,7 +16,7 @@ int nv_gm_uffd_move(int fd, uintptr_t dst, uintptr_t src, size_t len);
  * call, not once per page): 0 when all of len moved, else *moved < len bytes
  * went and -errno (-EAGAIN when some went: the failing page's own reason is
  * learnt by moving it alone). */
-int nv_gm_uffd_move_run(int fd, uintptr_t dst, uintptr_t src, size_t len, size_t *moved);
+int nv_gm_uffd_move_run(int fd, uintptr_t dst, uintptr_t src, size_t len, uint64_t mode, size_t *moved);
 int nv_gm_uffd_poison(int fd, uintptr_t addr, size_t len);
 
 #endif

@@ -56,6 +56,7 @@ const struct nv_config_var nv_config_vars[] = {
     { "NETVM_GMEM_THREADS",   NULL,    "threads serving a region's page faults (unset: 1 on a process allowed two CPUs or fewer, else 2)" },
     { "NETVM_GMEM_READ_WP",   "auto",  "read faults placed write-protected: auto (not while most are written soon) or always" },
     { "NETVM_GMEM_SPIN_US",   "50",    "us a fault thread keeps polling after a fault before it sleeps" },
+    { "NETVM_GMEM_REUSE",     "1",     "read-ahead fills evicted pages and moves them in (1) or copies into new ones (0)" },
     { "NETVM_GMEM_DIRECT",    "1",     "1: read the pages of memory servers on this machine straight from their pools (no request to the server); 0: always ask the server" },
     { "NETVM_GMEM_TIMEOUT",   "2000",  "ms a memory server may take to answer before its replica is used and it is suspected" },
     { "NETVM_GMEM_EMBEDDED",  "2",     "local memory servers started for a process that names none (0: none, netvm_gmem_map fails)" },

@@ -43,6 +43,9 @@ struct uffdio_move {
 };
 #define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
 #endif
+#ifndef UFFDIO_MOVE_MODE_DONTWAKE
+#define UFFDIO_MOVE_MODE_DONTWAKE ((__u64)1 << 0)
+#endif
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
 #endif
