@@ -375,7 +375,7 @@ unsigned nv_gm_zero_ahead(struct nv_gm_region *r, int sx, uint64_t page, uintptr
 void nv_gm_copy_protected(void *dst, const void *page);
 /* Whether the page at a, moved in with src's bytes and write-protected
  * since by this thread, was written before the protection took (the same
- * ordering: pager_reuse.c). */
+ * ordering; not instrumented for ThreadSanitizer: pager_reuse.c). */
 int nv_gm_compare_protected(uintptr_t a, const unsigned char *src);
 /* Wait until every read-ahead fetch of r has completed (its buffers are
  * all back): before the region is freed. */
