@@ -147,8 +147,12 @@ unsigned nv_gm_reuse_place(struct nv_gm_region *r, uintptr_t a, const unsigned c
     }
     unsigned w = 0;
     for (unsigned i = 0; i < q; i++) {
-        written[i] = (unsigned char)nv_gm_compare_protected(a + (uintptr_t)i * NV_GM_PAGE,
-                                                            src + (size_t)i * NV_GM_PAGE);
+        uintptr_t pa = a + (uintptr_t)i * NV_GM_PAGE;
+        written[i] = (unsigned char)nv_gm_compare_protected(pa, src + (size_t)i * NV_GM_PAGE);
+        /* dirty already: writable again, or its next write would fault
+         * for nothing (if this fails it does, and is served as any) */
+        if (written[i])
+            nv_gm_uffd_wp(r->uffd, pa, NV_GM_PAGE, UFFDIO_WRITEPROTECT_MODE_DONTWAKE);
         w += written[i];
     }
     if (w)
