@@ -315,9 +315,8 @@ static double run_batch(int op, size_t s, uint64_t n)
         if (!xread(ack_fd, &ack, 1)) { errno = EPIPE; die("peer exited"); }
         t0 = now();
         stream(&c, 1);
-        uint64_t last = n;
         unsigned k = (unsigned)((n - 1) % STREAM_SLOTS);
-        while (atomic_load_explicit(stream_freed(k), memory_order_acquire) != last)
+        while (atomic_load_explicit(stream_freed(k), memory_order_acquire) != n)
             ;
         t1 = now();
         if (!xread(ack_fd, &ack, 1)) { errno = EPIPE; die("peer exited"); }

@@ -43,8 +43,12 @@ enum {
                               write counts for the read-ahead's placement policy (pager_ra.c) */
 };
 
-#define NV_GM_STAGE 64   /* staging slots of the evictor; one more for dropping a page */
+#define NV_GM_STAGE 64   /* staging slots of the evictor (a batch of victims) */
 #define NV_GM_KEEP 3     /* staging areas: the evictor's, and batches kept for reuse (pager_reuse.c) */
+/* The staging mapping: NV_GM_KEEP areas of NV_GM_STAGE pages, then the
+ * slot for dropping a page (NV_GM_DROP_SLOT) */
+#define NV_GM_STAGE_PAGES (NV_GM_KEEP * NV_GM_STAGE + 1)
+#define NV_GM_DROP_SLOT   (NV_GM_KEEP * NV_GM_STAGE)
 /* Placement as writable and dirty, for read faults (pager_fault.c) and for
  * read-ahead runs (pager_ra.c): decided over windows of this many pages
  * placed protected (a quarter or more written while resident switches it
@@ -143,14 +147,12 @@ struct nv_gm_region {
                                         placed, and each placement as long again before it is
                                         published (tests/gmem/discard_ra.c) */
     struct nv_uffd_caps caps;
-    unsigned char    *stage;         /* NV_GM_STAGE + 1 pages, registered on stage_fd */
-    pthread_mutex_t   drop_lock;     /* the last staging slot */
+    unsigned char    *stage;         /* NV_GM_STAGE_PAGES pages, registered on stage_fd */
+    pthread_mutex_t   drop_lock;     /* the last staging slot (NV_GM_DROP_SLOT) */
     /* evicted pages kept for read-ahead to fill and move back in
-     * (pager_reuse.c): NV_GM_KEEP staging areas of NV_GM_STAGE pages (the
-     * first NV_GM_STAGE pages of stage, then stage2's), one of them the
+     * (pager_reuse.c): the NV_GM_KEEP areas of stage, one of them the
      * evictor's (ev_stage); the others' pages [next, end) are free to take */
     unsigned char    *ev_stage;      /* the evictor's */
-    unsigned char    *stage2;        /* (NV_GM_KEEP - 1) * NV_GM_STAGE pages, registered on stage_fd */
     pthread_mutex_t   reuse_lock;
     struct nv_gm_keep {
         unsigned char *base;

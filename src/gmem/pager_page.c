@@ -39,7 +39,7 @@ uint64_t nv_gm_addr_page(struct nv_gm_region *r, uintptr_t addr)
 void nv_gm_drop(struct nv_gm_region *r, uint64_t p, uint32_t flags)
 {
     uintptr_t a = nv_gm_page_addr(r, p);
-    unsigned char *slot = r->stage + NV_GM_STAGE * NV_GM_PAGE;
+    unsigned char *slot = r->stage + (size_t)NV_GM_DROP_SLOT * NV_GM_PAGE;
     if (a && r->read_only) {
         nv_gm_zap(r, a);
     } else if (a) {

@@ -32,7 +32,7 @@ void nv_gm_reuse_init(struct nv_gm_region *r)
 {
     for (unsigned i = 0; i < NV_GM_KEEP; i++)
         r->keep[i] = (struct nv_gm_keep){
-            .base = i ? r->stage2 + (size_t)(i - 1) * NV_GM_STAGE * NV_GM_PAGE : r->stage };
+            .base = r->stage + (size_t)i * NV_GM_STAGE * NV_GM_PAGE };
     r->keep_ev = 0;
     r->ev_stage = r->stage;
 }

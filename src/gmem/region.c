@@ -154,9 +154,7 @@ static void region_free(struct nv_gm_region *r)
     for (int i = 0; i < r->nseg; i++)
         munmap((void *)r->seg[i].start, r->seg[i].n * NV_GM_PAGE);
     if (r->stage)
-        munmap(r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE);
-    if (r->stage2)
-        munmap(r->stage2, (NV_GM_KEEP - 1) * NV_GM_STAGE * NV_GM_PAGE);
+        munmap(r->stage, NV_GM_STAGE_PAGES * NV_GM_PAGE);
     if (r->state)
         munmap(r->state, r->npages * sizeof *r->state);
     if (r->resmap)
@@ -280,34 +278,26 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
         goto fail;
     r->seg[0] = (struct nv_gm_seg){ (uintptr_t)base, 0, r->npages };
     r->nseg = 1;
-    r->stage = map_anon((NV_GM_STAGE + 1) * NV_GM_PAGE);
-    r->stage2 = map_anon((NV_GM_KEEP - 1) * NV_GM_STAGE * NV_GM_PAGE);
+    r->stage = map_anon(NV_GM_STAGE_PAGES * NV_GM_PAGE);
     r->state = map_anon(r->npages * sizeof *r->state);
     r->resmap = map_anon((r->npages + 63) / 64 * sizeof *r->resmap);
     r->ra_buf = map_anon(NV_GM_RABUF * NV_GM_PAGE);
     r->wb_buf = map_anon(NV_GM_STAGE * NV_GM_PAGE);
     r->child_buf = map_anon(NV_GM_PAGE);
     r->fault_thr = calloc((size_t)o.threads, sizeof *r->fault_thr);
-    if (!r->stage || !r->stage2 || !r->state || !r->resmap || !r->ra_buf || !r->wb_buf || !r->child_buf ||
-        !r->fault_thr)
+    if (!r->stage || !r->state || !r->resmap || !r->ra_buf || !r->wb_buf || !r->child_buf || !r->fault_thr)
         goto fail;
     nv_gm_reuse_init(r);
     /* a huge page would be placed and evicted as one: the pager works in
      * 4 KiB pages */
     madvise(base, r->len, MADV_NOHUGEPAGE);
-    madvise(r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE, MADV_NOHUGEPAGE);
-    madvise(r->stage2, (NV_GM_KEEP - 1) * NV_GM_STAGE * NV_GM_PAGE, MADV_NOHUGEPAGE);
+    madvise(r->stage, NV_GM_STAGE_PAGES * NV_GM_PAGE, MADV_NOHUGEPAGE);
     /* a forked child shares no staged page: UFFDIO_MOVE takes only pages
      * of this process alone, and the child runs no pager thread to use them */
-    madvise(r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE, MADV_DONTFORK);
-    madvise(r->stage2, (NV_GM_KEEP - 1) * NV_GM_STAGE * NV_GM_PAGE, MADV_DONTFORK);
+    madvise(r->stage, NV_GM_STAGE_PAGES * NV_GM_PAGE, MADV_DONTFORK);
     int e = nv_uffd_register(r->uffd, base, r->len, UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP);
     if (e == 0)
-        e = nv_uffd_register(r->stage_fd, r->stage, (NV_GM_STAGE + 1) * NV_GM_PAGE,
-                                UFFDIO_REGISTER_MODE_MISSING);
-    if (e == 0)
-        e = nv_uffd_register(r->stage_fd, r->stage2, (NV_GM_KEEP - 1) * NV_GM_STAGE * NV_GM_PAGE,
-                             UFFDIO_REGISTER_MODE_MISSING);
+        e = nv_uffd_register(r->stage_fd, r->stage, NV_GM_STAGE_PAGES * NV_GM_PAGE, UFFDIO_REGISTER_MODE_MISSING);
     if (e) {
         nv_error("gmem: UFFDIO_REGISTER failed: %s", strerror(-e));
         st = NETVM_ERR_SYS;

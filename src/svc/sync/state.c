@@ -398,16 +398,16 @@ static int woken(void *arg)
     return (atomic_load(&w->n->wake) >> 32) != 0;
 }
 
-/* May this thread sleep on the node's futex? Only if the progress thread
- * serves the waker's link without it: shm (the progress thread serves the
- * rings) or this very process. On tcp the thread sleeps in core's loop,
- * on the sockets themselves, so the wake message wakes it directly. */
 int nv_sync_on_shm(struct nv_sync_state *st, int peer)
 {
     netvm_peer_info_t info;
     return netvm_peer_info(st->ctx, peer, &info) == NETVM_OK && info.link && !strcmp(info.link, "shm");
 }
 
+/* May this thread sleep on the node's futex? Only if the progress thread
+ * serves the waker's link without it: shm (the progress thread serves the
+ * rings) or this very process. On tcp the thread sleeps in core's loop,
+ * on the sockets themselves, so the wake message wakes it directly. */
 static int futex_sleep_ok(struct nv_sync_state *st, int waker)
 {
     if (!st->ctx->have_thread || waker < 0)
