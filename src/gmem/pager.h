@@ -59,8 +59,14 @@ enum {
 /* read-ahead's sample is a run (16-64 pages), not a page: one in 8 kept
  * 12% of a sort's read-ahead protected, a third of its write-protect
  * faults; one in 32 still closes a window every 8192 pages (32 MiB) read ahead
- * (performance.md, "Read-ahead runs placed dirty") */
+ * (performance.md, "Read-ahead runs placed dirty"). While windows find
+ * nearly every sampled page written (NV_GM_RA_STEADY), the sample halves,
+ * down to one run in NV_GM_RA_SAMPLE_MAX, and the window shrinks with it,
+ * so that a change of the program's habit is still seen within 8192 pages
+ * ("Read-ahead's sample backs off") */
 #define NV_GM_RA_SAMPLE 32
+#define NV_GM_RA_SAMPLE_MAX 128
+#define NV_GM_RA_STEADY(w, win) ((w) * 8 >= (win) * 7)   /* 7/8 or more written */
 #define NV_GM_RABUF 256  /* read-ahead buffers (a bit each in ra_free; a run's lie in one word) */
 #define NV_GM_RA_LARGE_BUDGET 16384u  /* pages (64 MiB): from here the default window is 128 (pager_ra.c) */
 
@@ -176,8 +182,11 @@ struct nv_gm_region {
     uint64_t          rd_wp_placed;  /* __atomic: read faults placed protected */
     uint64_t          rd_wp_written; /* __atomic: first writes to such pages in this window */
     uint64_t          rd_sample;     /* __atomic: read faults placed while rd_dirty */
-    int               ra_dirty;      /* __atomic: the same for read-ahead runs (pager_ra.c) */
+    unsigned          ra_dirty;      /* __atomic: the same for read-ahead runs (pager_ra.c): 0, or
+                                        one run in this many is still placed protected */
     uint64_t          ra_wp_placed;  /* __atomic: pages read-ahead placed protected */
+    uint64_t          ra_wp_close;   /* __atomic: ra_wp_placed at which this window closes
+                                        (UINT64_MAX while one is being closed) */
     uint64_t          ra_wp_written; /* __atomic: first writes to such pages in this window */
     uint64_t          ra_sample;     /* __atomic: runs issued while ra_dirty */
     unsigned          spin_yield;    /* NETVM_SPIN_YIELD */
@@ -357,8 +366,9 @@ void nv_gm_zap(struct nv_gm_region *r, uintptr_t a);
  * the place of the least recently used, lone faults' first. -1 without
  * read-ahead. */
 int  nv_gm_stream_of(struct nv_gm_region *r, uint64_t page, int *dir);
-/* Read ahead from page in direction dir (1 or -1) for stream sx. */
-void nv_gm_readahead(struct nv_gm_region *r, int sx, uint64_t page, int dir);
+/* Read ahead from page in direction dir (1 or -1) for stream sx; write:
+ * the fault that asks is a write, and the runs are placed dirty. */
+void nv_gm_readahead(struct nv_gm_region *r, int sx, uint64_t page, int dir, int write);
 /* A sequential read fault on page (the caller owns it: BUSY, reserved):
  * fetch it as the first page of a read-ahead run, then read ahead past
  * it; the fault is answered when the run is placed. 0: so done; -1: no

@@ -197,7 +197,7 @@ owned:
     /* a stream going down: its window below is asked for before this
      * page's own fetch, which it then overlaps */
     if (dir < 0)
-        nv_gm_readahead(r, sx, p, -1);
+        nv_gm_readahead(r, sx, p, -1, write);
     if (!r->store->ops->has(r->store, p)) {
         if (!(write && dir > 0 && nv_gm_zero_ahead(r, sx, p, addr)))
             place_zero(r, p, addr, write || read_as_dirty(r));
@@ -241,7 +241,7 @@ owned:
         }
     }
     if (dir > 0)
-        nv_gm_readahead(r, sx, p, 1);
+        nv_gm_readahead(r, sx, p, 1, write);
     return !seq;
 }
 

@@ -32,9 +32,16 @@
  * So, as for read faults (pager_fault.c, read_as_dirty), the pages placed
  * protected are counted with their first writes over windows of
  * NV_GM_RD_WINDOW, and from a quarter written the runs are placed writable
- * and dirty, one in NV_GM_RA_SAMPLE still protected to go on measuring. A
- * dirty page is written back when evicted even if the program never
- * wrote it: the price of a wrong guess, off the program's path. */
+ * and dirty, one in NV_GM_RA_SAMPLE still protected to go on measuring
+ * (fewer while nearly every sampled page is written: ra_count_protected).
+ * Runs asked for by a write fault are placed dirty whatever the count
+ * says: the program is writing that stream (plain stores, or a copy into
+ * an array that is stored), and its runs, placed protected, would each
+ * cost it a write-protect fault a page until a window decided; they are
+ * not counted either, so a read stream beside it (the copy's source) is
+ * judged by its own pages. A dirty page is written back when evicted even
+ * if the program never wrote it: the price of a wrong guess, off the
+ * program's path. */
 #include "gmem/pager.h"
 
 #include <errno.h>
@@ -90,21 +97,47 @@ void nv_gm_test_delay(struct nv_gm_region *r)
 /* Whether the run about to be issued is placed writable and dirty. */
 static int ra_as_dirty(struct nv_gm_region *r)
 {
-    if (!r->rd_adapt || r->read_only || !__atomic_load_n(&r->ra_dirty, __ATOMIC_RELAXED))
+    unsigned every = r->rd_adapt && !r->read_only ? __atomic_load_n(&r->ra_dirty, __ATOMIC_RELAXED) : 0;
+    if (!every)
         return 0;
-    return __atomic_fetch_add(&r->ra_sample, 1, __ATOMIC_RELAXED) % NV_GM_RA_SAMPLE != 0;
+    return __atomic_fetch_add(&r->ra_sample, 1, __ATOMIC_RELAXED) % every != 0;
 }
 
-/* n more pages were placed protected: a window that closes decides. */
+/* Pages placed protected that close a window while one run in every is:
+ * NV_GM_RD_WINDOW while runs are placed protected or one in
+ * NV_GM_RA_SAMPLE is, fewer as the sample thins, so that a window spans
+ * about the same pages read ahead. */
+static uint64_t ra_window(unsigned every)
+{
+    return every <= NV_GM_RA_SAMPLE ? NV_GM_RD_WINDOW : (uint64_t)NV_GM_RD_WINDOW * NV_GM_RA_SAMPLE / every;
+}
+
+/* n more pages were placed protected: a window that closes decides. A
+ * quarter written places runs dirty, one in NV_GM_RA_SAMPLE protected;
+ * a window with nearly all written halves the sample (a sort, a program
+ * updating an array in order: each protected page costs the program a
+ * write-protect fault, for no news); any less brings it back. */
 static void ra_count_protected(struct nv_gm_region *r, unsigned n)
 {
     if (!r->rd_adapt || !n)
         return;
-    uint64_t was = __atomic_fetch_add(&r->ra_wp_placed, n, __ATOMIC_RELAXED);
-    if (was / NV_GM_RD_WINDOW == (was + n) / NV_GM_RD_WINDOW)
+    uint64_t now = __atomic_add_fetch(&r->ra_wp_placed, n, __ATOMIC_RELAXED);
+    uint64_t close = __atomic_load_n(&r->ra_wp_close, __ATOMIC_RELAXED);
+    /* one thread closes a window: the one that takes its mark */
+    if (now < close || !__atomic_compare_exchange_n(&r->ra_wp_close, &close, UINT64_MAX, 0, __ATOMIC_RELAXED,
+                                                    __ATOMIC_RELAXED))
         return;
+    unsigned every = __atomic_load_n(&r->ra_dirty, __ATOMIC_RELAXED);
+    uint64_t win = ra_window(every);
     uint64_t w = __atomic_exchange_n(&r->ra_wp_written, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->ra_dirty, w * 4 >= NV_GM_RD_WINDOW, __ATOMIC_RELAXED);
+    if (w * 4 < win)
+        every = 0;
+    else if (every && NV_GM_RA_STEADY(w, win))
+        every = every * 2 <= NV_GM_RA_SAMPLE_MAX ? every * 2 : NV_GM_RA_SAMPLE_MAX;
+    else
+        every = NV_GM_RA_SAMPLE;
+    __atomic_store_n(&r->ra_dirty, every, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->ra_wp_close, now + ra_window(every), __ATOMIC_RELAXED);
 }
 
 /* The copy mode and the flags of a run's pages: a page placed dirty is
@@ -337,7 +370,7 @@ static void ra_passed(struct nv_gm_region *r, uint64_t lo, uint64_t hi)
 /* Start the fetch of the claimed run of n pages from q up, into buffers
  * slot..slot+n-1; 0, or -1 (claim and buffers given back) if it could not
  * start. */
-static int ra_issue(struct nv_gm_region *r, uint64_t q, unsigned n, unsigned slot)
+static int ra_issue(struct nv_gm_region *r, uint64_t q, unsigned n, unsigned slot, int write)
 {
     struct nv_gm_ra_op *op = &r->ra_op[slot];
     op->r = r;
@@ -346,7 +379,7 @@ static int ra_issue(struct nv_gm_region *r, uint64_t q, unsigned n, unsigned slo
     op->n = n;
     nv_gm_used_upto(r, q + n);
     op->fault = 0;
-    op->dirty = ra_as_dirty(r);
+    op->dirty = (write && r->rd_adapt && !r->read_only) || ra_as_dirty(r);
     __atomic_fetch_add(&r->c.ra_issued, n, __ATOMIC_RELAXED);
     if (r->store->ops->fetchn_nb(r->store, q, n, r->ra_buf + (size_t)slot * NV_GM_PAGE, ra_done, op) == NETVM_OK)
         return 0;
@@ -356,7 +389,7 @@ static int ra_issue(struct nv_gm_region *r, uint64_t q, unsigned n, unsigned slo
 }
 
 /* Going down: the window below p, runs nearest first. */
-static void ra_down(struct nv_gm_region *r, uint64_t *ra_next, uint64_t p)
+static void ra_down(struct nv_gm_region *r, uint64_t *ra_next, uint64_t p, int write)
 {
     uint64_t w = (uint64_t)r->ra_window;
     ra_passed(r, p + 1, p + 1 + 2 * w);
@@ -386,7 +419,7 @@ static void ra_down(struct nv_gm_region *r, uint64_t *ra_next, uint64_t p)
             q--;               /* raced with a fault on it */
             continue;
         }
-        if (ra_issue(r, (uint64_t)q - n + 1, n, slot) != 0)
+        if (ra_issue(r, (uint64_t)q - n + 1, n, slot, write) != 0)
             break;
         q -= n;
         if (full)
@@ -400,11 +433,11 @@ static void ra_down(struct nv_gm_region *r, uint64_t *ra_next, uint64_t p)
 /* Another thread may have given stream sx to a new stream since its fault
  * was matched: then its next is set from this one's, which costs the new
  * stream a window at worst (read-ahead fetches only absent pages). */
-void nv_gm_readahead(struct nv_gm_region *r, int sx, uint64_t p, int dir)
+void nv_gm_readahead(struct nv_gm_region *r, int sx, uint64_t p, int dir, int write)
 {
     uint64_t *ra_next = &r->ra_stream[sx].next;
     if (dir < 0) {
-        ra_down(r, ra_next, p);
+        ra_down(r, ra_next, p, write);
         return;
     }
     uint64_t w = (uint64_t)r->ra_window;
@@ -436,7 +469,7 @@ void nv_gm_readahead(struct nv_gm_region *r, int sx, uint64_t p, int dir)
             q++;               /* raced with a fault on it */
             continue;
         }
-        if (ra_issue(r, q, n, slot) != 0)
+        if (ra_issue(r, q, n, slot, write) != 0)
             break;
         q += n;
         if (full)
@@ -477,7 +510,7 @@ int nv_gm_readahead_with(struct nv_gm_region *r, int sx, uint64_t p, uint64_t t0
     }
     __atomic_store_n(&r->ra_stream[sx].next, p + n, __ATOMIC_RELAXED);
     if (!full)
-        nv_gm_readahead(r, sx, p, 1);
+        nv_gm_readahead(r, sx, p, 1, 0);
     return 0;
 }
 

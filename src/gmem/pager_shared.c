@@ -63,5 +63,5 @@ void nv_gm_region_refetch(netvm_gmem_t *region, uint64_t first, uint64_t n)
      * page (the program's fault on that one fetches it) */
     int dir, sx = r->ra_window > 0 && n > 1 && first < r->npages ? nv_gm_stream_of(r, first, &dir) : -1;
     if (sx >= 0)
-        nv_gm_readahead(r, sx, first, 1);
+        nv_gm_readahead(r, sx, first, 1, 0);
 }

@@ -255,6 +255,7 @@ static netvm_status_t map_region(netvm_ctx_t *ctx, size_t len, const netvm_gmem_
     r->spin_ns = (uint64_t)nv_config_long("NETVM_GMEM_SPIN_US", 0, 1000000) * 1000u;
     r->spin_yield = (unsigned)nv_config_long("NETVM_SPIN_YIELD", 0, 1 << 30);
     r->rd_adapt = o.read_wp_auto;
+    r->ra_wp_close = NV_GM_RD_WINDOW;   /* read-ahead's first window (pager_ra.c) */
     for (unsigned w = 0; w < NV_GM_RABUF / 64; w++)
         r->ra_free[w] = ~(uint64_t)0;
     pthread_rwlock_init(&r->seg_lock, NULL);
