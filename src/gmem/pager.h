@@ -63,7 +63,8 @@ enum {
  * nearly every sampled page written (NV_GM_RA_STEADY), the sample halves,
  * down to one run in NV_GM_RA_SAMPLE_MAX, and the window shrinks with it,
  * so that a change of the program's habit is still seen within 8192 pages
- * ("Read-ahead's sample backs off") */
+ * (performance.md, "Write streams' runs placed dirty, the sample backing
+ * off") */
 #define NV_GM_RA_SAMPLE 32
 #define NV_GM_RA_SAMPLE_MAX 128
 #define NV_GM_RA_STEADY(w, win) ((w) * 8 >= (win) * 7)   /* 7/8 or more written */
