@@ -94,12 +94,15 @@ void nv_gm_test_delay(struct nv_gm_region *r)
     }
 }
 
-/* Whether the run about to be issued is placed writable and dirty. */
-static int ra_as_dirty(struct nv_gm_region *r)
+/* Whether the run about to be issued is placed writable and dirty; write:
+ * a write fault asks for it. */
+static int ra_as_dirty(struct nv_gm_region *r, int write)
 {
-    unsigned every = r->rd_adapt && !r->read_only ? __atomic_load_n(&r->ra_dirty, __ATOMIC_RELAXED) : 0;
-    if (!every)
+    if (!r->rd_adapt || r->read_only)
         return 0;
+    unsigned every = __atomic_load_n(&r->ra_dirty, __ATOMIC_RELAXED);
+    if (write || !every)
+        return write;
     return __atomic_fetch_add(&r->ra_sample, 1, __ATOMIC_RELAXED) % every != 0;
 }
 
@@ -379,7 +382,7 @@ static int ra_issue(struct nv_gm_region *r, uint64_t q, unsigned n, unsigned slo
     op->n = n;
     nv_gm_used_upto(r, q + n);
     op->fault = 0;
-    op->dirty = (write && r->rd_adapt && !r->read_only) || ra_as_dirty(r);
+    op->dirty = ra_as_dirty(r, write);
     __atomic_fetch_add(&r->c.ra_issued, n, __ATOMIC_RELAXED);
     if (r->store->ops->fetchn_nb(r->store, q, n, r->ra_buf + (size_t)slot * NV_GM_PAGE, ra_done, op) == NETVM_OK)
         return 0;
@@ -500,7 +503,7 @@ int nv_gm_readahead_with(struct nv_gm_region *r, int sx, uint64_t p, uint64_t t0
     op->slot = slot;
     op->n = n;
     op->fault = 1;
-    op->dirty = ra_as_dirty(r);
+    op->dirty = ra_as_dirty(r, 0);
     op->t0 = t0;
     __atomic_fetch_add(&r->c.ra_issued, n - 1, __ATOMIC_RELAXED);
     if (r->store->ops->fetchn_nb(r->store, p, n, r->ra_buf + (size_t)slot * NV_GM_PAGE, ra_done, op) != NETVM_OK) {

@@ -7,10 +7,11 @@
  * (it watches with mincore), before the protection where the page was
  * moved in (runs placed by UFFDIO_COPY are protected when mapped, and
  * the write faults). The pages are then pushed out and read back: each
- * must hold its marker and the rest of the data the store had. With "on" the run must have gone by
- * reused pages and the write must have been caught by the comparison at
- * least once; with "off" (NETVM_GMEM_REUSE=0) no page is reused and the
- * write is caught by its write-protect fault as before.
+ * must hold its marker and the rest of the data the store had. With "on"
+ * runs must have gone by reused pages and a write must have been caught
+ * by the comparison at least once; with "off" (NETVM_GMEM_REUSE=0) no
+ * page is reused and the writes are caught by their write-protect faults
+ * as before.
  * Usage: reuse BUDGET_PAGES ROUNDS on|off */
 #include "gmem_test.h"
 #include "gmem/pager.h"
